@@ -1,0 +1,381 @@
+"""A synchronous client for the routes of Pangolin's Integration API that raw TCP/UDP resources use.
+
+The contract is /work/shared/reference/pangolin-api.md (1.10 to 1.22). The client speaks both
+create dialects, follows both pagination schemes, decodes the `{data, success, error, message,
+status}` envelope and maps errors onto `providers.pangolin.errors`.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable, Mapping
+from types import TracebackType
+from typing import Any, Final, Literal, TypeVar
+from urllib.parse import quote
+
+import httpx
+from pydantic import BaseModel, ValidationError
+
+from .errors import (
+    PangolinError,
+    PangolinServerError,
+    PangolinTransportError,
+    PangolinValidationError,
+    error_for_status,
+)
+from .models import (
+    Domain,
+    Envelope,
+    LegacyRawResourceCreate,
+    Pagination,
+    Protocol,
+    RawResourceCreate,
+    RawResourceUpdate,
+    Resource,
+    Site,
+    Target,
+    TargetCreate,
+    TargetUpdate,
+)
+
+__all__ = ["DEFAULT_TIMEOUT", "Dialect", "PangolinClient"]
+
+Dialect = Literal["auto", "mode", "legacy"]
+"""Create-body dialect: 1.19+ `mode`, 1.10-1.18 `legacy` (`http`/`protocol`), or `auto`."""
+
+DEFAULT_TIMEOUT: Final = httpx.Timeout(30.0, connect=5.0)
+
+# What `dialect="auto"` learned per base URL. Module-level so that the clients built per provider
+# call (one per call, see provider.py) pay the 1.18 fallback once per process, not once per create.
+_learned_dialects: dict[str, Literal["mode", "legacy"]] = {}
+_learned_lock = threading.Lock()
+
+# How 1.18 answers a `mode` body (pangolin-api.md, Addendum 8).
+_LEGACY_ONLY_MESSAGES = ("http field is required", 'Unrecognized key: "mode"')
+
+_ModelT = TypeVar("_ModelT", bound=BaseModel)
+
+
+class PangolinClient:
+    """Pangolin Integration API client over `httpx.Client`; use it as a context manager.
+
+    Retries with jittered exponential backoff on connection errors, timeouts, resets, 408, 429
+    (honouring `Retry-After`, capped) and 5xx, but only for idempotent calls: GET, DELETE and the
+    absolute-value updates `POST /resource/{id}` and `POST /target/{id}`. A create (PUT) is retried
+    only when it provably did not reach the server (connect error) or was refused with 429.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str,
+        *,
+        timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
+        max_retries: int = 4,
+        backoff_base: float = 0.5,
+        backoff_max: float = 8.0,
+        retry_after_max: float = 30.0,
+        page_size: int = 100,
+        dialect: Dialect = "auto",
+        transport: httpx.BaseTransport | None = None,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
+        self._base_url = base_url.rstrip("/")
+        self._api_key = api_key
+        self._max_retries = max_retries
+        self._backoff_base = backoff_base
+        self._backoff_max = backoff_max
+        self._retry_after_max = retry_after_max
+        self._page_size = page_size
+        self._dialect: Dialect = dialect
+        self._sleep = sleep
+        self._http = httpx.Client(
+            base_url=self._base_url,
+            headers={"Authorization": f"Bearer {api_key}", "Accept": "application/json"},
+            timeout=timeout,
+            transport=transport,
+        )
+
+    def __enter__(self) -> PangolinClient:
+        return self
+
+    def __exit__(
+        self,
+        _exc_type: type[BaseException] | None,
+        _exc: BaseException | None,
+        _tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close the connection pool."""
+        self._http.close()
+
+    # --- resources ---------------------------------------------------------------------------
+
+    def create_resource(self, org_id: str, *, name: str, protocol: Protocol, proxy_port: int) -> Resource:
+        """Create a raw TCP/UDP resource listening on `proxy_port` (Pangolin never picks one)."""
+        dialect = self._create_dialect()
+        try:
+            data = self._put_resource(org_id, dialect, name=name, protocol=protocol, proxy_port=proxy_port)
+        except PangolinValidationError as exc:
+            legacy_server = any(text in (exc.server_message or "") for text in _LEGACY_ONLY_MESSAGES)
+            if self._dialect != "auto" or dialect != "mode" or not legacy_server:
+                raise
+            # A faulted or rejected create never changes state, so sending it again is safe.
+            with _learned_lock:
+                _learned_dialects[self._base_url] = "legacy"
+            data = self._put_resource(org_id, "legacy", name=name, protocol=protocol, proxy_port=proxy_port)
+        return Resource.model_validate(data)
+
+    def get_resource(self, resource_id: int) -> Resource:
+        """One resource, in either the 1.18 or the 1.19+ shape."""
+        data = self._call("GET", "/resource/{resourceId}", path={"resourceId": resource_id})
+        return Resource.model_validate(data)
+
+    def list_all_resources(self, org_id: str) -> list[Resource]:
+        """Every resource of the org, across all pages."""
+        return self._collect(
+            "/org/{orgId}/resources", "resources", Resource, _page_params(self._page_size), {"orgId": org_id}
+        )
+
+    def update_resource(
+        self,
+        resource_id: int,
+        *,
+        name: str | None = None,
+        proxy_port: int | None = None,
+        enabled: bool | None = None,
+    ) -> Resource:
+        """Set the given fields of a raw resource; the others are left alone."""
+        body = RawResourceUpdate(name=name, proxyPort=proxy_port, enabled=enabled)
+        data = self._call(
+            "POST", "/resource/{resourceId}", body=body, retry=True, path={"resourceId": resource_id}
+        )
+        return Resource.model_validate(data)
+
+    def delete_resource(self, resource_id: int) -> None:
+        """Delete a resource; its targets go with it. Raises PangolinNotFound if already gone."""
+        self._call("DELETE", "/resource/{resourceId}", path={"resourceId": resource_id})
+
+    # --- targets -----------------------------------------------------------------------------
+
+    def create_target(self, resource_id: int, *, site_id: int, ip: str, port: int) -> Target:
+        """Add a target (site, ip, port) to a resource."""
+        body = TargetCreate(siteId=site_id, ip=ip, port=port)
+        data = self._call("PUT", "/resource/{resourceId}/target", body=body, path={"resourceId": resource_id})
+        return Target.model_validate(data)
+
+    def list_targets(self, resource_id: int) -> list[Target]:
+        """Every target of a resource, across all pages."""
+        return self._collect(
+            "/resource/{resourceId}/targets",
+            "targets",
+            Target,
+            _offset_params(self._page_size, 0),
+            {"resourceId": resource_id},
+        )
+
+    def update_target(self, target_id: int, *, site_id: int, ip: str, port: int) -> Target:
+        """Set a target's site, ip and port (Pangolin requires siteId and ip on every update)."""
+        body = TargetUpdate(siteId=site_id, ip=ip, port=port)
+        data = self._call("POST", "/target/{targetId}", body=body, retry=True, path={"targetId": target_id})
+        return Target.model_validate(data)
+
+    def delete_target(self, target_id: int) -> None:
+        """Delete a target. Raises PangolinNotFound if already gone."""
+        self._call("DELETE", "/target/{targetId}", path={"targetId": target_id})
+
+    # --- sites and domains -------------------------------------------------------------------
+
+    def list_all_sites(self, org_id: str) -> list[Site]:
+        """Every site of the org, across all pages."""
+        return self._collect(
+            "/org/{orgId}/sites", "sites", Site, _page_params(self._page_size), {"orgId": org_id}
+        )
+
+    def get_site(self, site_id: int) -> Site:
+        """One site."""
+        return Site.model_validate(self._call("GET", "/site/{siteId}", path={"siteId": site_id}))
+
+    def list_domains(self, org_id: str) -> list[Domain]:
+        """Every domain of the org, across all pages."""
+        return self._collect(
+            "/org/{orgId}/domains", "domains", Domain, _offset_params(self._page_size, 0), {"orgId": org_id}
+        )
+
+    def get_domain(self, org_id: str, domain_id: str) -> Domain:
+        """One domain of the org."""
+        data = self._call(
+            "GET", "/org/{orgId}/domain/{domainId}", path={"orgId": org_id, "domainId": domain_id}
+        )
+        return Domain.model_validate(data)
+
+    # --- plumbing ----------------------------------------------------------------------------
+
+    def _create_dialect(self) -> Literal["mode", "legacy"]:
+        if self._dialect != "auto":
+            return self._dialect
+        with _learned_lock:
+            return _learned_dialects.get(self._base_url, "mode")
+
+    def _put_resource(
+        self,
+        org_id: str,
+        dialect: Literal["mode", "legacy"],
+        *,
+        name: str,
+        protocol: Protocol,
+        proxy_port: int,
+    ) -> Any:
+        body: BaseModel
+        if dialect == "mode":
+            body = RawResourceCreate(name=name, mode=protocol, proxyPort=proxy_port)
+        else:
+            body = LegacyRawResourceCreate(name=name, protocol=protocol, proxyPort=proxy_port)
+        return self._call("PUT", "/org/{orgId}/resource", body=body, path={"orgId": org_id})
+
+    def _collect(
+        self,
+        route: str,
+        key: str,
+        model: type[_ModelT],
+        params: dict[str, int],
+        path: Mapping[str, str | int],
+    ) -> list[_ModelT]:
+        """All items of a list route, following whichever pagination scheme the answer reports.
+
+        1.16+ answers `{total, page, pageSize}`: ask for the next page until `total` is reached.
+        1.15 and older answer `{total, limit, offset}` and ignore page params: continue by offset.
+        Only keys the route knows are ever sent: 1.20+ rejects unknown query keys with 400.
+        """
+        call = f"GET {route}"
+        items: list[_ModelT] = []
+        while True:
+            data = self._call("GET", route, params=params, path=path)
+            if not isinstance(data, Mapping) or not isinstance(data.get(key), list):
+                raise PangolinServerError(
+                    f"Pangolin {call} answered without a `{key}` list", call=call, status=200
+                )
+            batch = [model.model_validate(item) for item in data[key]]
+            items.extend(batch)
+            if data.get("pagination") is None:
+                return items
+            page = Pagination.model_validate(data["pagination"])
+            if not batch or len(items) >= page.total:
+                return items
+            if page.page is not None and page.pageSize is not None:
+                if page.page != params.get("page"):
+                    raise PangolinServerError(
+                        f"Pangolin {call} ignored page={params.get('page')} (answered page {page.page})",
+                        call=call,
+                        status=200,
+                    )
+                params = _page_params(page.pageSize, page.page + 1)
+            elif page.limit is not None and page.offset is not None:
+                if "offset" in params and page.offset != params["offset"]:
+                    raise PangolinServerError(
+                        f"Pangolin {call} ignored offset={params['offset']} (answered {page.offset})",
+                        call=call,
+                        status=200,
+                    )
+                params = _offset_params(page.limit, page.offset + len(batch))
+            else:
+                raise PangolinServerError(
+                    f"Pangolin {call} answered an unknown pagination scheme", call=call, status=200
+                )
+
+    def _call(
+        self,
+        method: Literal["GET", "PUT", "POST", "DELETE"],
+        route: str,
+        *,
+        params: Mapping[str, int] | None = None,
+        body: BaseModel | None = None,
+        retry: bool | None = None,
+        path: Mapping[str, str | int] | None = None,
+    ) -> Any:
+        """Send one request, retrying what is safe to retry, and return the envelope's `data`.
+
+        `retry` marks a POST as idempotent; GET and DELETE always are, PUT never is.
+        """
+        call = f"{method} {route}"
+        url = route.format(**{name: quote(str(value), safe="") for name, value in (path or {}).items()})
+        idempotent = retry if retry is not None else method in ("GET", "DELETE")
+        content = body.model_dump_json(exclude_none=True) if body is not None else None
+        # Without this header Pangolin answers 500 on create (pangolin-api.md §1.4).
+        headers = {"Content-Type": "application/json"} if body is not None else None
+        attempt = 0
+        while True:
+            retry_after: float | None = None
+            cause: httpx.TransportError | None = None
+            try:
+                response = self._http.request(method, url, params=params, content=content, headers=headers)
+            except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
+                # The request never reached the server: safe to send again, whatever it is.
+                error: PangolinError = PangolinTransportError(
+                    f"Pangolin {call}: cannot connect to {self._base_url} ({type(exc).__name__})", call=call
+                )
+                cause, may_retry = exc, True
+            except httpx.TransportError as exc:
+                # Sent, but no answer (timeout, reset): the server may have acted on it.
+                error = PangolinTransportError(
+                    f"Pangolin {call}: no answer from {self._base_url} ({type(exc).__name__})", call=call
+                )
+                cause, may_retry = exc, idempotent
+            else:
+                if response.is_success:
+                    return self._decode(call, response)
+                status = response.status_code
+                error = error_for_status(call, status, self._server_message(response))
+                may_retry = status == 429 or (idempotent and (status == 408 or status >= 500))
+                if status == 429:
+                    retry_after = self._retry_after(response)
+            if not may_retry or attempt >= self._max_retries:
+                raise error from cause
+            self._sleep(retry_after if retry_after is not None else self._backoff(attempt))
+            attempt += 1
+
+    def _backoff(self, attempt: int) -> float:
+        # "Equal jitter": half the capped exponential delay, plus up to the other half at random,
+        # so that concurrent callers spread out but never retry immediately.
+        cap = min(self._backoff_max, self._backoff_base * 2.0**attempt)
+        return cap / 2 + random.uniform(0, cap / 2)  # noqa: S311 - jitter, not cryptography
+
+    def _retry_after(self, response: httpx.Response) -> float | None:
+        try:
+            seconds = float(response.headers.get("Retry-After", ""))
+        except ValueError:
+            return None  # absent, or an HTTP date: fall back to backoff
+        return min(max(seconds, 0.0), self._retry_after_max)
+
+    def _decode(self, call: str, response: httpx.Response) -> Any:
+        try:
+            envelope = Envelope.model_validate(response.json())
+        except (ValueError, ValidationError):
+            raise PangolinServerError(
+                f"Pangolin {call} answered {response.status_code} without a JSON envelope",
+                call=call,
+                status=response.status_code,
+            ) from None
+        return envelope.data
+
+    def _server_message(self, response: httpx.Response) -> str | None:
+        try:
+            message = Envelope.model_validate(response.json()).message
+        except (ValueError, ValidationError):
+            # e.g. Express's HTML 404 for an unknown route
+            message = response.text.strip()[:200] or None
+        if message and self._api_key:
+            message = message.replace(self._api_key, "<redacted>")
+        return message
+
+
+def _page_params(page_size: int, page: int = 1) -> dict[str, int]:
+    return {"page": page, "pageSize": page_size}
+
+
+def _offset_params(limit: int, offset: int) -> dict[str, int]:
+    return {"limit": limit, "offset": offset}

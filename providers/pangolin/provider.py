@@ -1,0 +1,484 @@
+"""`PangolinTcpProvider`: the dynamic provider behind `PangolinTcpResource`.
+
+One Pulumi resource is one raw TCP/UDP Pangolin resource plus its single target. Property keys
+are camelCase, as Pangolin spells them, so `pulumi preview --diff` reads `~ proxyPort: 1 => 2`.
+
+The provider instance is pickled into every resource's `__provider` input (with dill, by
+reference: this module has no import-time side effects) and unpickled in the provider process.
+It holds only plain numbers and strings; the API key arrives later through `configure`, is
+never pickled, and the HTTP client is built inside each call.
+"""
+
+from __future__ import annotations
+
+import functools
+import ipaddress
+import os
+import re
+import sys
+from typing import Annotated, Any, Final
+
+import httpx
+from pulumi.dynamic import (
+    CheckFailure,
+    CheckResult,
+    ConfigureRequest,
+    CreateResult,
+    DiffResult,
+    ReadResult,
+    ResourceProvider,
+    UpdateResult,
+)
+from pulumi.runtime.rpc import UNKNOWN
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+)
+
+from .client import Dialect, PangolinClient
+from .errors import (
+    PangolinAuthError,
+    PangolinConflict,
+    PangolinError,
+    PangolinNotFound,
+    PangolinServerError,
+    PangolinTransportError,
+)
+from .models import Protocol, Resource, Target
+
+__all__ = ["API_KEY_CONFIG", "API_KEY_ENV", "INPUT_KEYS", "OUTPUT_KEYS", "PangolinTcpProvider", "TcpInputs"]
+
+API_KEY_CONFIG: Final = "pangolin:apiKey"
+API_KEY_ENV: Final = "PANGOLIN_API_KEY"
+
+
+# --- inputs ----------------------------------------------------------------------------------
+
+
+def _no_bool_or_str(value: object) -> object:
+    # pydantic's lax int takes True and "5"; the engine only ever sends real numbers (as floats,
+    # which lax int narrows: 40001.0 -> 40001, 40001.5 -> error).
+    if isinstance(value, bool | str):
+        raise ValueError(f"expected a number, got {type(value).__name__}")
+    return value
+
+
+_HOSTNAME = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)(\.(?!-)[A-Za-z0-9-]{1,63}(?<!-))*\.?")
+
+
+def _ip_or_hostname(value: str) -> str:
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        if len(value) > 253 or not _HOSTNAME.fullmatch(value):
+            raise ValueError("not an IPv4/IPv6 address or a hostname") from None
+    return value
+
+
+def _http_url(value: str) -> str:
+    try:
+        url = httpx.URL(value)
+    except httpx.InvalidURL as exc:
+        raise ValueError(str(exc)) from None
+    if url.scheme not in ("http", "https") or not url.host:
+        raise ValueError("not an http(s) URL")
+    return value.rstrip("/")
+
+
+_Int = Annotated[int, BeforeValidator(_no_bool_or_str)]
+_Id = Annotated[_Int, Field(gt=0)]
+_Port = Annotated[_Int, Field(ge=1, le=65535)]
+
+
+class TcpInputs(BaseModel):
+    """The validated inputs of one `PangolinTcpResource`."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    apiUrl: Annotated[str, Field(strict=True), AfterValidator(_http_url)]
+    orgId: Annotated[str, Field(strict=True, min_length=1)]
+    siteId: _Id
+    name: Annotated[str, Field(strict=True, min_length=1, max_length=255)]
+    protocol: Protocol = "tcp"
+    proxyPort: _Port
+    enabled: Annotated[bool, Field(strict=True)] = True
+    targetIp: Annotated[str, Field(strict=True), AfterValidator(_ip_or_hostname)]
+    targetPort: _Port
+    adoptResourceId: _Id | None = None
+
+
+_ALLOWED: Final[dict[str, str]] = {
+    "apiUrl": "an http(s) URL of the Integration API, e.g. https://api.example.com/v1",
+    "orgId": "a non-empty Pangolin org id",
+    "siteId": "a positive integer site id",
+    "name": "a string of 1 to 255 characters",
+    "protocol": '"tcp" or "udp"',
+    "proxyPort": "an integer from 1 to 65535",
+    "enabled": "true or false",
+    "targetIp": "an IPv4 or IPv6 address, or a hostname",
+    "targetPort": "an integer from 1 to 65535",
+    "adoptResourceId": "a positive integer resource id, or null",
+}
+
+INPUT_KEYS: Final = tuple(TcpInputs.model_fields)
+OUTPUT_KEYS: Final = (*INPUT_KEYS, "resourceId", "targetId", "niceId")
+
+# `adoptResourceId` only steers `create`; changing or removing it later is not a change.
+_DIFF_KEYS: Final = tuple(key for key in INPUT_KEYS if key != "adoptResourceId")
+# Pangolin cannot change a resource's mode, and a resource cannot move between orgs or servers.
+_REPLACE_KEYS: Final = ("apiUrl", "orgId", "protocol")
+_TARGET_KEYS: Final = ("siteId", "targetIp", "targetPort")
+
+
+@functools.cache
+def _adapter(key: str) -> TypeAdapter[Any]:
+    return TypeAdapter(TcpInputs.model_fields[key].rebuild_annotation())
+
+
+def _is_unknown(value: object) -> bool:
+    return isinstance(value, str) and value == UNKNOWN
+
+
+def _default(key: str) -> Any:
+    return TcpInputs.model_fields[key].get_default(call_default_factory=True)
+
+
+def _differs(old: object, new: object) -> bool:
+    # 40001.0 == 40001, so numbers the engine turned into floats compare equal.
+    return _is_unknown(new) or old != new
+
+
+def _parse(props: dict[str, Any]) -> TcpInputs:
+    try:
+        return TcpInputs.model_validate(props)
+    except ValidationError as exc:
+        raise ValueError(f"invalid PangolinTcpResource properties: {exc}") from None
+
+
+# --- provider --------------------------------------------------------------------------------
+
+
+class PangolinTcpProvider(ResourceProvider):
+    """Creates, updates, reads and deletes a raw TCP/UDP Pangolin resource and its target.
+
+    Thread-safe: the engine runs up to 4 calls at once on one shared instance, and no method
+    mutates it (`configure` runs once, before any of them).
+    """
+
+    # The pickled provider captures no secrets (the key comes through `configure`), so making the
+    # whole `__provider` blob a secret only costs an encryption per resource (pulumi/pulumi#15539).
+    serialize_as_secret_always = False
+
+    def __init__(
+        self,
+        *,
+        timeout: float = 30.0,
+        max_retries: int = 4,
+        backoff_base: float = 0.5,
+        backoff_max: float = 8.0,
+        retry_after_max: float = 30.0,
+        dialect: Dialect = "auto",
+    ) -> None:
+        super().__init__()
+        self._timeout = timeout
+        self._max_retries = max_retries
+        self._backoff_base = backoff_base
+        self._backoff_max = backoff_max
+        self._retry_after_max = retry_after_max
+        self._dialect: Dialect = dialect
+        self._api_key: str | None = None
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Never pickle the key, even if `configure` ran in this process (it normally runs only in
+        # the provider process, after unpickling).
+        state = self.__dict__.copy()
+        state.pop("_api_key", None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._api_key = None
+
+    def configure(self, req: ConfigureRequest) -> None:
+        """Take the API key from the stack secret `pangolin:apiKey`, if set."""
+        key = req.config.get(API_KEY_CONFIG)
+        if isinstance(key, str) and key:
+            self._api_key = key
+
+    def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
+        """Validate and normalise the inputs; unknowns (preview) pass through unchecked."""
+        inputs: dict[str, Any] = {}
+        failures: list[CheckFailure] = []
+        for key, field in TcpInputs.model_fields.items():
+            value = news.get(key)
+            if _is_unknown(value):
+                inputs[key] = value
+            elif value is None and not field.is_required():
+                inputs[key] = _default(key)
+            elif value is None:
+                failures.append(CheckFailure(key, f"{key} is required: expected {_ALLOWED[key]}"))
+            else:
+                try:
+                    inputs[key] = _adapter(key).validate_python(value)
+                except ValidationError as exc:
+                    reason = "; ".join(error["msg"].removeprefix("Value error, ") for error in exc.errors())
+                    shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+                    failures.append(
+                        CheckFailure(
+                            key, f"{key}={shown} is not allowed ({reason}): expected {_ALLOWED[key]}"
+                        )
+                    )
+        return CheckResult(inputs, failures)
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        """Compare only the real properties: never `__provider`, outputs or `adoptResourceId`."""
+        changed = [key for key in _DIFF_KEYS if _differs(olds.get(key, _default(key)), news.get(key))]
+        # A refresh that found the target deleted out of band leaves targetId null: recreate it.
+        target_lost = "resourceId" in olds and olds.get("targetId") is None
+        if not changed and not target_lost:
+            return DiffResult(changes=False)
+        return DiffResult(
+            changes=True,
+            replaces=[key for key in changed if key in _REPLACE_KEYS],
+            # The old and new resource must never hold the same proxyPort at once.
+            delete_before_replace=True,
+        )
+
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        """Create the resource and its target: 2 writes (3 when `enabled` is false), no listing."""
+        desired = _parse(props)
+        with self._client(desired.apiUrl) as client:
+            if desired.adoptResourceId is not None:
+                resource, target = _adopt(client, desired, desired.adoptResourceId)
+            else:
+                resource, target = _create(client, desired)
+        return CreateResult(
+            str(resource.resourceId), _outputs(desired, resource.resourceId, target, resource)
+        )
+
+    def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        """Change name/proxyPort/enabled and the target in place; return the full outputs."""
+        desired = _parse(news)
+        resource_id = int(id_)
+        target_id = olds.get("targetId")
+        nice_id: str | None = olds.get("niceId")
+        with self._client(desired.apiUrl) as client:
+            name = desired.name if _differs(olds.get("name"), desired.name) else None
+            port = desired.proxyPort if _differs(olds.get("proxyPort"), desired.proxyPort) else None
+            enabled = desired.enabled if _differs(olds.get("enabled"), desired.enabled) else None
+            if name is not None or port is not None or enabled is not None:
+                try:
+                    resource = client.update_resource(
+                        resource_id, name=name, proxy_port=port, enabled=enabled
+                    )
+                except PangolinNotFound as exc:
+                    raise PangolinNotFound(
+                        f"{exc}. Resource {resource_id} was deleted outside Pulumi: run `pulumi refresh` to "
+                        "drop it from the stack, then `pulumi up` to create it again.",
+                        call=exc.call,
+                        status=exc.status,
+                        server_message=exc.server_message,
+                    ) from exc
+                nice_id = resource.niceId
+            if target_id is None or any(
+                _differs(olds.get(key), getattr(desired, key)) for key in _TARGET_KEYS
+            ):
+                target = _put_target(
+                    client, resource_id, None if target_id is None else int(target_id), desired
+                )
+                target_id = target.targetId
+        outputs = desired.model_dump()
+        outputs.update(resourceId=resource_id, targetId=int(target_id), niceId=nice_id)
+        return UpdateResult(outputs)
+
+    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        """The live resource and target, as outputs and as inputs (so refresh shows drift)."""
+        api_url = props.get("apiUrl")
+        if not isinstance(api_url, str):
+            raise ValueError(f"cannot read Pangolin resource {id_}: its state has no apiUrl")
+        with self._client(api_url) as client:
+            try:
+                resource = client.get_resource(int(id_))
+            except PangolinNotFound:
+                # Gone: an empty id makes the engine drop it from state.
+                return ReadResult("", {})
+            targets = client.list_targets(resource.resourceId)
+        target = next((t for t in targets if t.targetId == props.get("targetId")), None)
+        if target is None and targets:
+            target = targets[0]
+        inputs = {
+            "apiUrl": api_url,
+            "orgId": resource.orgId or props.get("orgId"),
+            "siteId": target.siteId if target else props.get("siteId"),
+            "name": resource.name,
+            "protocol": resource.raw_protocol or props.get("protocol"),
+            "proxyPort": resource.proxyPort,
+            "enabled": resource.enabled,
+            "targetIp": target.ip if target else props.get("targetIp"),
+            "targetPort": target.port if target else props.get("targetPort"),
+            "adoptResourceId": props.get("adoptResourceId"),
+        }
+        outputs = {
+            **inputs,
+            "resourceId": resource.resourceId,
+            "targetId": target.targetId if target else None,
+            "niceId": resource.niceId,
+        }
+        return ReadResult(str(resource.resourceId), outputs, inputs)
+
+    def delete(self, id_: str, props: dict[str, Any]) -> None:
+        """Delete the resource (its targets cascade); already gone counts as deleted."""
+        with self._client(props["apiUrl"]) as client:
+            try:
+                client.delete_resource(int(id_))
+            except PangolinNotFound:
+                pass
+
+    def _client(self, api_url: str) -> PangolinClient:
+        return PangolinClient(
+            api_url,
+            self._resolve_api_key(),
+            timeout=self._timeout,
+            max_retries=self._max_retries,
+            backoff_base=self._backoff_base,
+            backoff_max=self._backoff_max,
+            retry_after_max=self._retry_after_max,
+            dialect=self._dialect,
+        )
+
+    def _resolve_api_key(self) -> str:
+        key = self._api_key or os.environ.get(API_KEY_ENV)
+        if not key:
+            raise PangolinAuthError(
+                f"No Pangolin API key: set the stack secret `{API_KEY_CONFIG}` "
+                f"(pulumi config set --secret {API_KEY_CONFIG} <keyId>.<secret>) "
+                f"or the environment variable {API_KEY_ENV}.",
+                call="configure",
+            )
+        return key
+
+
+# --- steps -----------------------------------------------------------------------------------
+
+
+def _outputs(desired: TcpInputs, resource_id: int, target: Target, resource: Resource) -> dict[str, Any]:
+    return {
+        **desired.model_dump(),
+        "resourceId": resource_id,
+        "targetId": target.targetId,
+        "niceId": resource.niceId,
+    }
+
+
+def _create(client: PangolinClient, desired: TcpInputs) -> tuple[Resource, Target]:
+    try:
+        resource = client.create_resource(
+            desired.orgId, name=desired.name, protocol=desired.protocol, proxy_port=desired.proxyPort
+        )
+    except (PangolinTransportError, PangolinServerError) as exc:
+        # Creates are not retried once sent: Pangolin may have made the resource anyway.
+        raise type(exc)(
+            f"{exc}. Pangolin may have created the resource anyway: if a resource named "
+            f"'{desired.name}' now exists in org '{desired.orgId}', set adoptResourceId to its id "
+            "and run `pulumi up` again.",
+            call=exc.call,
+            status=exc.status,
+            server_message=exc.server_message,
+        ) from exc
+    try:
+        target = client.create_target(
+            resource.resourceId, site_id=desired.siteId, ip=desired.targetIp, port=desired.targetPort
+        )
+        if not desired.enabled:
+            # The raw create schema has no `enabled`; it is an update-only field.
+            resource = client.update_resource(resource.resourceId, enabled=False)
+    except Exception as exc:
+        _delete_half_made(client, resource.resourceId, desired, exc)
+        raise
+    return resource, target
+
+
+def _delete_half_made(
+    client: PangolinClient, resource_id: int, desired: TcpInputs, failure: Exception
+) -> None:
+    """Undo a create whose later step failed, so `create` stays all-or-nothing."""
+    try:
+        client.delete_resource(resource_id)
+    except PangolinNotFound:
+        pass
+    except PangolinError as cleanup:
+        raise PangolinError(
+            f"{failure}; deleting the half-made resource {resource_id} failed too ({cleanup}). "
+            f"Resource {resource_id} ('{desired.name}') is orphaned in org '{desired.orgId}': delete it in "
+            f"Pangolin, or set adoptResourceId={resource_id} and run `pulumi up` again.",
+            call=cleanup.call,
+            status=cleanup.status,
+            server_message=cleanup.server_message,
+        ) from failure
+
+
+def _adopt(client: PangolinClient, desired: TcpInputs, resource_id: int) -> tuple[Resource, Target]:
+    """Take over a resource a failed earlier run created, instead of creating a twin.
+
+    The workaround for dynamic resources not supporting import (pulumi/pulumi#16175, #7534).
+    """
+    try:
+        resource = client.get_resource(resource_id)
+    except PangolinNotFound as exc:
+        raise PangolinNotFound(
+            f"{exc}. adoptResourceId={resource_id} names no resource: remove adoptResourceId to create one.",
+            call=exc.call,
+            status=exc.status,
+            server_message=exc.server_message,
+        ) from exc
+    refusal = None
+    if resource.name != desired.name:
+        refusal = f"resource {resource_id} is named {resource.name!r}; this stack did not create it"
+    elif resource.raw_protocol != desired.protocol:
+        kind = resource.raw_protocol or resource.mode or "non-raw"
+        refusal = f"resource {resource_id} is a {kind} resource, not {desired.protocol}"
+    elif resource.orgId is not None and resource.orgId != desired.orgId:
+        refusal = f"resource {resource_id} belongs to org {resource.orgId!r}, not {desired.orgId!r}"
+    if refusal:
+        raise PangolinConflict(f"{refusal}; refusing to adopt", call="GET /resource/{resourceId}")
+
+    port = desired.proxyPort if resource.proxyPort != desired.proxyPort else None
+    enabled = desired.enabled if resource.enabled != desired.enabled else None
+    if port is not None or enabled is not None:
+        resource = client.update_resource(resource_id, proxy_port=port, enabled=enabled)
+
+    targets = client.list_targets(resource_id)
+    wanted = (desired.siteId, desired.targetIp, desired.targetPort)
+    targets.sort(key=lambda t: (t.siteId, t.ip, t.port) != wanted)  # keep an exact match if any
+    for extra in targets[1:]:
+        client.delete_target(extra.targetId)
+    if targets:
+        target = targets[0]
+        if (target.siteId, target.ip, target.port) != wanted:
+            target = _put_target(client, resource_id, target.targetId, desired)
+    else:
+        target = _put_target(client, resource_id, None, desired)
+    print(f"pangolin: adopted existing resource {resource_id} ({desired.name!r})", file=sys.stderr)
+    return resource, target
+
+
+def _put_target(
+    client: PangolinClient, resource_id: int, target_id: int | None, desired: TcpInputs
+) -> Target:
+    """Update the target in place, or create it when there is none (or it was deleted)."""
+    if target_id is not None:
+        try:
+            return client.update_target(
+                target_id, site_id=desired.siteId, ip=desired.targetIp, port=desired.targetPort
+            )
+        except PangolinNotFound as exc:
+            if (exc.server_message or "").startswith("Site "):
+                raise  # "Site with ID 9 not found": creating the target would fail the same way
+    return client.create_target(
+        resource_id, site_id=desired.siteId, ip=desired.targetIp, port=desired.targetPort
+    )

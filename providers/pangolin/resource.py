@@ -1,0 +1,121 @@
+"""`PangolinTcpResource`: a public raw TCP/UDP port on Pangolin, forwarded to one target."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Final
+
+import pulumi
+import pulumi.dynamic
+
+from .provider import PangolinTcpProvider
+
+__all__ = ["PangolinTcpResource", "PangolinTcpResourceArgs"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class PangolinTcpResourceArgs:
+    """What one `PangolinTcpResource` exposes and where it forwards to."""
+
+    api_url: pulumi.Input[str]
+    """Base URL of Pangolin's Integration API, e.g. `https://api.example.com/v1`."""
+
+    org_id: pulumi.Input[str]
+    """The Pangolin org that owns the resource. Changing it replaces the resource."""
+
+    site_id: pulumi.Input[int]
+    """The site (Newt, WireGuard or local) through which the target is reached."""
+
+    name: pulumi.Input[str]
+    """The resource's name in Pangolin, 1 to 255 characters."""
+
+    proxy_port: pulumi.Input[int]
+    """The public port on the Pangolin host (1..65535); Pangolin never picks one itself."""
+
+    target_ip: pulumi.Input[str]
+    """IPv4/IPv6 address or hostname of the target, as seen from the site."""
+
+    target_port: pulumi.Input[int]
+    """The target's port (1..65535)."""
+
+    protocol: pulumi.Input[str] = "tcp"
+    """`"tcp"` or `"udp"`. Pangolin cannot change it in place, so changing it replaces the resource."""
+
+    enabled: pulumi.Input[bool] = True
+    """Whether Pangolin routes the port."""
+
+    adopt_resource_id: pulumi.Input[int] | None = None
+    """Id of a resource an interrupted earlier run created: adopt it instead of creating a twin."""
+
+
+# Pangolin's camelCase property names, as stored in state, and the Python attribute of each.
+_ATTRIBUTES: Final = {
+    "apiUrl": "api_url",
+    "orgId": "org_id",
+    "siteId": "site_id",
+    "name": "name",
+    "protocol": "protocol",
+    "proxyPort": "proxy_port",
+    "enabled": "enabled",
+    "targetIp": "target_ip",
+    "targetPort": "target_port",
+    "adoptResourceId": "adopt_resource_id",
+    "resourceId": "resource_id",
+    "targetId": "target_id",
+    "niceId": "nice_id",
+}
+
+
+class PangolinTcpResource(pulumi.dynamic.Resource, module="pangolin", name="TcpResource"):
+    """A raw TCP/UDP Pangolin resource on `proxy_port` with a single target.
+
+    Type token `pulumi-python:dynamic/pangolin:TcpResource`. The API key is read by the provider
+    from the stack secret `pangolin:apiKey` (or `PANGOLIN_API_KEY`), never from these args.
+    """
+
+    api_url: pulumi.Output[str]
+    org_id: pulumi.Output[str]
+    site_id: pulumi.Output[int]
+    name: pulumi.Output[str]
+    protocol: pulumi.Output[str]
+    proxy_port: pulumi.Output[int]
+    enabled: pulumi.Output[bool]
+    target_ip: pulumi.Output[str]
+    target_port: pulumi.Output[int]
+    adopt_resource_id: pulumi.Output[int | None]
+    resource_id: pulumi.Output[int]
+    """Pangolin's id of the resource (also the Pulumi id, as a string)."""
+    target_id: pulumi.Output[int]
+    """Pangolin's id of the target."""
+    nice_id: pulumi.Output[str]
+    """Pangolin's random `adjective-animal` name for the resource."""
+
+    def __init__(
+        self,
+        resource_name: str,
+        args: PangolinTcpResourceArgs,
+        opts: pulumi.ResourceOptions | None = None,
+        *,
+        provider: PangolinTcpProvider | None = None,
+    ) -> None:
+        props: dict[str, Any] = {
+            "apiUrl": args.api_url,
+            "orgId": args.org_id,
+            "siteId": args.site_id,
+            "name": args.name,
+            "protocol": args.protocol,
+            "proxyPort": args.proxy_port,
+            "enabled": args.enabled,
+            "targetIp": args.target_ip,
+            "targetPort": args.target_port,
+            "adoptResourceId": args.adopt_resource_id,
+            # Output-only: None here so that the engine resolves them onto the attributes above.
+            "resourceId": None,
+            "targetId": None,
+            "niceId": None,
+        }
+        super().__init__(provider or PangolinTcpProvider(), resource_name, props, opts)
+
+    def translate_output_property(self, prop: str) -> str:
+        """Expose Pangolin's camelCase properties as snake_case attributes."""
+        return _ATTRIBUTES.get(prop, prop)

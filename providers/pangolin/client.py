@@ -119,21 +119,19 @@ class PangolinClient:
         """Create a raw TCP/UDP resource listening on `proxy_port` (Pangolin never picks one)."""
         dialect = self._create_dialect()
         try:
-            data = self._put_resource(org_id, dialect, name=name, protocol=protocol, proxy_port=proxy_port)
+            return self._put_resource(org_id, dialect, name=name, protocol=protocol, proxy_port=proxy_port)
         except PangolinValidationError as exc:
             legacy_server = any(text in (exc.server_message or "") for text in _LEGACY_ONLY_MESSAGES)
             if self._dialect != "auto" or dialect != "mode" or not legacy_server:
                 raise
-            # A faulted or rejected create never changes state, so sending it again is safe.
+            # Pangolin rejected the body before creating anything, so sending it again is safe.
             with _learned_lock:
                 _learned_dialects[self._base_url] = "legacy"
-            data = self._put_resource(org_id, "legacy", name=name, protocol=protocol, proxy_port=proxy_port)
-        return Resource.model_validate(data)
+            return self._put_resource(org_id, "legacy", name=name, protocol=protocol, proxy_port=proxy_port)
 
     def get_resource(self, resource_id: int) -> Resource:
         """One resource, in either the 1.18 or the 1.19+ shape."""
-        data = self._call("GET", "/resource/{resourceId}", path={"resourceId": resource_id})
-        return Resource.model_validate(data)
+        return self._fetch(Resource, "GET", "/resource/{resourceId}", path={"resourceId": resource_id})
 
     def list_all_resources(self, org_id: str) -> list[Resource]:
         """Every resource of the org, across all pages."""
@@ -151,10 +149,14 @@ class PangolinClient:
     ) -> Resource:
         """Set the given fields of a raw resource; the others are left alone."""
         body = RawResourceUpdate(name=name, proxyPort=proxy_port, enabled=enabled)
-        data = self._call(
-            "POST", "/resource/{resourceId}", body=body, retry=True, path={"resourceId": resource_id}
+        return self._fetch(
+            Resource,
+            "POST",
+            "/resource/{resourceId}",
+            body=body,
+            retry=True,
+            path={"resourceId": resource_id},
         )
-        return Resource.model_validate(data)
 
     def delete_resource(self, resource_id: int) -> None:
         """Delete a resource; its targets go with it. Raises PangolinNotFound if already gone."""
@@ -165,8 +167,9 @@ class PangolinClient:
     def create_target(self, resource_id: int, *, site_id: int, ip: str, port: int) -> Target:
         """Add a target (site, ip, port) to a resource."""
         body = TargetCreate(siteId=site_id, ip=ip, port=port)
-        data = self._call("PUT", "/resource/{resourceId}/target", body=body, path={"resourceId": resource_id})
-        return Target.model_validate(data)
+        return self._fetch(
+            Target, "PUT", "/resource/{resourceId}/target", body=body, path={"resourceId": resource_id}
+        )
 
     def list_targets(self, resource_id: int) -> list[Target]:
         """Every target of a resource, across all pages."""
@@ -181,8 +184,9 @@ class PangolinClient:
     def update_target(self, target_id: int, *, site_id: int, ip: str, port: int) -> Target:
         """Set a target's site, ip and port (Pangolin requires siteId and ip on every update)."""
         body = TargetUpdate(siteId=site_id, ip=ip, port=port)
-        data = self._call("POST", "/target/{targetId}", body=body, retry=True, path={"targetId": target_id})
-        return Target.model_validate(data)
+        return self._fetch(
+            Target, "POST", "/target/{targetId}", body=body, retry=True, path={"targetId": target_id}
+        )
 
     def delete_target(self, target_id: int) -> None:
         """Delete a target. Raises PangolinNotFound if already gone."""
@@ -198,7 +202,7 @@ class PangolinClient:
 
     def get_site(self, site_id: int) -> Site:
         """One site."""
-        return Site.model_validate(self._call("GET", "/site/{siteId}", path={"siteId": site_id}))
+        return self._fetch(Site, "GET", "/site/{siteId}", path={"siteId": site_id})
 
     def list_domains(self, org_id: str) -> list[Domain]:
         """Every domain of the org, across all pages."""
@@ -208,10 +212,8 @@ class PangolinClient:
 
     def get_domain(self, org_id: str, domain_id: str) -> Domain:
         """One domain of the org."""
-        data = self._call(
-            "GET", "/org/{orgId}/domain/{domainId}", path={"orgId": org_id, "domainId": domain_id}
-        )
-        return Domain.model_validate(data)
+        path = {"orgId": org_id, "domainId": domain_id}
+        return self._fetch(Domain, "GET", "/org/{orgId}/domain/{domainId}", path=path)
 
     # --- plumbing ----------------------------------------------------------------------------
 
@@ -229,13 +231,13 @@ class PangolinClient:
         name: str,
         protocol: Protocol,
         proxy_port: int,
-    ) -> Any:
+    ) -> Resource:
         body: BaseModel
         if dialect == "mode":
             body = RawResourceCreate(name=name, mode=protocol, proxyPort=proxy_port)
         else:
             body = LegacyRawResourceCreate(name=name, protocol=protocol, proxyPort=proxy_port)
-        return self._call("PUT", "/org/{orgId}/resource", body=body, path={"orgId": org_id})
+        return self._fetch(Resource, "PUT", "/org/{orgId}/resource", body=body, path={"orgId": org_id})
 
     def _collect(
         self,
@@ -259,11 +261,11 @@ class PangolinClient:
                 raise PangolinServerError(
                     f"Pangolin {call} answered without a `{key}` list", call=call, status=200
                 )
-            batch = [model.model_validate(item) for item in data[key]]
+            batch = [_validate(model, item, call) for item in data[key]]
             items.extend(batch)
             if data.get("pagination") is None:
                 return items
-            page = Pagination.model_validate(data["pagination"])
+            page = _validate(Pagination, data["pagination"], call)
             if not batch or len(items) >= page.total:
                 return items
             if page.page is not None and page.pageSize is not None:
@@ -286,6 +288,20 @@ class PangolinClient:
                 raise PangolinServerError(
                     f"Pangolin {call} answered an unknown pagination scheme", call=call, status=200
                 )
+
+    def _fetch(
+        self,
+        model: type[_ModelT],
+        method: Literal["GET", "PUT", "POST"],
+        route: str,
+        *,
+        body: BaseModel | None = None,
+        retry: bool | None = None,
+        path: Mapping[str, str | int] | None = None,
+    ) -> _ModelT:
+        """`_call`, then the answer's `data` as a `model`."""
+        data = self._call(method, route, body=body, retry=retry, path=path)
+        return _validate(model, data, f"{method} {route}")
 
     def _call(
         self,
@@ -379,3 +395,16 @@ def _page_params(page_size: int, page: int = 1) -> dict[str, int]:
 
 def _offset_params(limit: int, offset: int) -> dict[str, int]:
     return {"limit": limit, "offset": offset}
+
+
+def _validate(model: type[_ModelT], data: Any, call: str) -> _ModelT:
+    try:
+        return model.model_validate(data)
+    except ValidationError as exc:
+        raise PangolinServerError(
+            f"Pangolin {call} answered an unexpected {model.__name__} ({exc.error_count()} problems: "
+            + "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()[:3])
+            + ")",
+            call=call,
+            status=200,
+        ) from exc

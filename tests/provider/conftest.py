@@ -51,6 +51,12 @@ def emulator(pangolin: EmulatorHandle) -> Iterator[EmulatorHandle]:
 
 
 @pytest.fixture
+def version(request: pytest.FixtureRequest, emulator: EmulatorHandle) -> str:
+    """The contract version the session emulator of this test speaks."""
+    return str(request.node.callspec.params["pangolin"])
+
+
+@pytest.fixture
 def start_emulator(tmp_path: Path) -> Iterator[Callable[..., EmulatorHandle]]:
     """Start an extra, differently configured emulator for one test; stopped afterwards."""
     from pangolin_emulator.harness import running_emulator
@@ -123,3 +129,8 @@ def lists(counters: dict[str, int]) -> dict[str, int]:
     return {
         route: n for route, n in counters.items() if route.startswith("GET ") and route.endswith("s") and n
     }
+
+
+def count(emulator: EmulatorHandle, route: str) -> int:
+    """How often `route` (e.g. "PUT /v1/org/{orgId}/resource") was requested since the last reset."""
+    return emulator.counters().get(route, 0)

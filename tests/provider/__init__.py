@@ -1,0 +1,1 @@
+"""Provider tests: real HTTP against the local Pangolin emulator."""

@@ -1,0 +1,150 @@
+"""`check` and `diff`, which never call Pangolin, and the provider's pickle round-trip."""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import dill
+import pytest
+from pulumi.dynamic.dynamic import serialize_provider
+from pulumi.runtime.rpc import UNKNOWN
+
+from providers.pangolin import PangolinTcpProvider, PangolinTcpResource
+
+from .conftest import configure
+
+pytestmark = pytest.mark.provider
+
+KEY = "abcdefghijklmno.thisisthesecretpartofthekey0123456789ab"
+
+VALID: dict[str, Any] = {
+    "apiUrl": "https://pangolin.example.com/v1/",
+    "orgId": "acme",
+    "siteId": 3,
+    "name": "ssh-gpu-1",
+    "proxyPort": 40001,
+    "targetIp": "10.0.0.7",
+    "targetPort": 30022,
+}
+
+
+def _state(**changes: Any) -> dict[str, Any]:
+    result = PangolinTcpProvider().check({}, VALID)
+    return {**result.inputs, "resourceId": 5, "targetId": 9, "niceId": "brave-otter", **changes}
+
+
+def test_check_fills_defaults_and_normalises() -> None:
+    news = {**VALID, "siteId": 3.0, "proxyPort": 40001.0, "targetPort": 30022.0, "resourceId": None, "__x": 1}
+    result = PangolinTcpProvider().check({}, news)
+    assert result.failures == []
+    assert result.inputs == {
+        **VALID,
+        "apiUrl": "https://pangolin.example.com/v1",
+        "protocol": "tcp",
+        "enabled": True,
+        "adoptResourceId": None,
+    }
+    assert all(type(result.inputs[k]) is int for k in ("siteId", "proxyPort", "targetPort"))
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "allowed"),
+    [
+        ("proxyPort", 70000, "1 to 65535"),
+        ("proxyPort", 40001.5, "1 to 65535"),
+        ("proxyPort", "40001", "1 to 65535"),
+        ("targetPort", 0, "1 to 65535"),
+        ("siteId", True, "positive integer"),
+        ("protocol", "sctp", '"tcp" or "udp"'),
+        ("name", "", "1 to 255"),
+        ("name", "n" * 256, "1 to 255"),
+        ("targetIp", "not a host!", "IPv4 or IPv6 address, or a hostname"),
+        ("apiUrl", "ftp://pangolin", "http(s) URL"),
+        ("enabled", "yes", "true or false"),
+        ("adoptResourceId", -1, "positive integer"),
+    ],
+)
+def test_check_failure_names_field_value_and_what_is_allowed(key: str, value: Any, allowed: str) -> None:
+    [failure] = PangolinTcpProvider().check({}, {**VALID, key: value}).failures
+    assert failure.property == key
+    assert failure.reason.startswith(f"{key}={repr(value)[:50]}")
+    assert allowed in failure.reason
+
+
+def test_check_reports_every_missing_field() -> None:
+    failures = PangolinTcpProvider().check({}, {}).failures
+    assert {f.property for f in failures} == {
+        "apiUrl",
+        "orgId",
+        "siteId",
+        "name",
+        "proxyPort",
+        "targetIp",
+        "targetPort",
+    }
+    assert all("is required" in f.reason for f in failures)
+
+
+def test_check_lets_unknowns_through_in_preview() -> None:
+    news = {**VALID, "proxyPort": UNKNOWN, "siteId": UNKNOWN, "apiUrl": UNKNOWN}
+    result = PangolinTcpProvider().check({}, news)
+    assert result.failures == []
+    assert (result.inputs["proxyPort"], result.inputs["siteId"], result.inputs["apiUrl"]) == (UNKNOWN,) * 3
+
+
+@pytest.mark.parametrize("host", ["10.0.0.7", "fd00::7", "node-1.cluster.local", "localhost"])
+def test_check_accepts_addresses_and_hostnames(host: str) -> None:
+    assert PangolinTcpProvider().check({}, {**VALID, "targetIp": host}).failures == []
+
+
+def test_diff_ignores_provider_outputs_and_float_noise() -> None:
+    olds = {**_state(proxyPort=40001.0, siteId=3.0), "__provider": "old-pickle"}
+    news = {**PangolinTcpProvider().check({}, VALID).inputs, "__provider": "new-pickle"}
+    result = PangolinTcpProvider().diff("5", olds, news)
+    assert result.changes is False
+
+
+@pytest.mark.parametrize("key", ["name", "proxyPort", "enabled", "siteId", "targetIp", "targetPort"])
+def test_diff_updates_in_place(key: str) -> None:
+    new_value = {"name": "other", "enabled": False, "targetIp": "10.0.0.8"}.get(key, 4)
+    news = {**PangolinTcpProvider().check({}, VALID).inputs, key: new_value}
+    result = PangolinTcpProvider().diff("5", _state(), news)
+    assert (result.changes, result.replaces) == (True, [])
+
+
+@pytest.mark.parametrize(
+    ("key", "value"), [("protocol", "udp"), ("orgId", "other"), ("apiUrl", "https://other.example.com/v1")]
+)
+def test_diff_replaces_what_pangolin_cannot_change_deleting_first(key: str, value: str) -> None:
+    news = {**PangolinTcpProvider().check({}, VALID).inputs, key: value}
+    result = PangolinTcpProvider().diff("5", _state(), news)
+    assert (result.changes, result.replaces, result.delete_before_replace) == (True, [key], True)
+
+
+def test_diff_counts_unknown_as_changed() -> None:
+    news = {**PangolinTcpProvider().check({}, VALID).inputs, "proxyPort": UNKNOWN}
+    assert PangolinTcpProvider().diff("5", _state(), news).changes is True
+
+
+def test_diff_ignores_adopt_resource_id() -> None:
+    news = {**PangolinTcpProvider().check({}, VALID).inputs, "adoptResourceId": 5}
+    assert PangolinTcpProvider().diff("5", _state(), news).changes is False
+
+
+def test_pickle_round_trip_never_carries_the_key() -> None:
+    provider = configure(PangolinTcpProvider(timeout=3.0), KEY)
+    serialized = serialize_provider(provider)
+    raw = base64.b64decode(serialized)
+    for fragment in (KEY, KEY.split(".")[1], KEY.split(".")[1][:16]):
+        assert fragment.encode() not in raw
+    restored = dill.loads(raw)  # noqa: S301 - the pickle we just made
+    assert type(restored) is PangolinTcpProvider
+    assert restored._api_key is None and restored._timeout == 3.0
+    assert provider._api_key == KEY  # pickling did not unconfigure the original
+    assert serialize_provider(restored) == serialized  # deterministic: no spurious __provider diffs
+
+
+def test_resource_type_token_and_secret_flag() -> None:
+    assert PangolinTcpResource._resource_type_name == "dynamic/pangolin:TcpResource"
+    assert PangolinTcpProvider.serialize_as_secret_always is False

@@ -145,12 +145,18 @@ def _is_unknown(value: object) -> bool:
 
 
 def _default(key: str) -> Any:
-    return TcpInputs.model_fields[key].get_default(call_default_factory=True)
+    field = TcpInputs.model_fields[key]
+    return None if field.is_required() else field.get_default(call_default_factory=True)
 
 
 def _differs(old: object, new: object) -> bool:
     # 40001.0 == 40001, so numbers the engine turned into floats compare equal.
     return _is_unknown(new) or old != new
+
+
+def _int_or_none(value: object) -> int | None:
+    # State read back from the engine holds numbers as floats.
+    return int(value) if isinstance(value, int | float) else None
 
 
 def _parse(props: dict[str, Any]) -> TcpInputs:
@@ -314,14 +320,14 @@ class PangolinTcpProvider(ResourceProvider):
         inputs = {
             "apiUrl": api_url,
             "orgId": resource.orgId or props.get("orgId"),
-            "siteId": target.siteId if target else props.get("siteId"),
+            "siteId": target.siteId if target else _int_or_none(props.get("siteId")),
             "name": resource.name,
             "protocol": resource.raw_protocol or props.get("protocol"),
             "proxyPort": resource.proxyPort,
             "enabled": resource.enabled,
             "targetIp": target.ip if target else props.get("targetIp"),
-            "targetPort": target.port if target else props.get("targetPort"),
-            "adoptResourceId": props.get("adoptResourceId"),
+            "targetPort": target.port if target else _int_or_none(props.get("targetPort")),
+            "adoptResourceId": _int_or_none(props.get("adoptResourceId")),
         }
         outputs = {
             **inputs,

@@ -64,6 +64,7 @@ _ATTRIBUTES: Final = {
     "targetId": "target_id",
     "niceId": "nice_id",
 }
+_PROPERTIES: Final = {attribute: prop for prop, attribute in _ATTRIBUTES.items()}
 
 
 class PangolinTcpResource(pulumi.dynamic.Resource, module="pangolin", name="TcpResource"):
@@ -99,23 +100,29 @@ class PangolinTcpResource(pulumi.dynamic.Resource, module="pangolin", name="TcpR
         provider: PangolinTcpProvider | None = None,
     ) -> None:
         props: dict[str, Any] = {
-            "apiUrl": args.api_url,
-            "orgId": args.org_id,
-            "siteId": args.site_id,
+            "api_url": args.api_url,
+            "org_id": args.org_id,
+            "site_id": args.site_id,
             "name": args.name,
             "protocol": args.protocol,
-            "proxyPort": args.proxy_port,
+            "proxy_port": args.proxy_port,
             "enabled": args.enabled,
-            "targetIp": args.target_ip,
-            "targetPort": args.target_port,
-            "adoptResourceId": args.adopt_resource_id,
+            "target_ip": args.target_ip,
+            "target_port": args.target_port,
+            "adopt_resource_id": args.adopt_resource_id,
             # Output-only: None here so that the engine resolves them onto the attributes above.
-            "resourceId": None,
-            "targetId": None,
-            "niceId": None,
+            "resource_id": None,
+            "target_id": None,
+            "nice_id": None,
         }
         super().__init__(provider or PangolinTcpProvider(), resource_name, props, opts)
 
+    # The SDK names attributes after the props' keys and resolves the engine's outputs through
+    # `translate_output_property`; the engine, state and `preview --diff` see Pangolin's camelCase.
+    def translate_input_property(self, prop: str) -> str:
+        """snake_case attribute -> camelCase property."""
+        return _PROPERTIES.get(prop, prop)
+
     def translate_output_property(self, prop: str) -> str:
-        """Expose Pangolin's camelCase properties as snake_case attributes."""
+        """camelCase property -> snake_case attribute."""
         return _ATTRIBUTES.get(prop, prop)

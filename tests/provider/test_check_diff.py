@@ -6,11 +6,12 @@ import base64
 from typing import Any
 
 import dill
+import pulumi
 import pytest
 from pulumi.dynamic.dynamic import serialize_provider
 from pulumi.runtime.rpc import UNKNOWN
 
-from providers.pangolin import PangolinTcpProvider, PangolinTcpResource
+from providers.pangolin import PangolinTcpProvider, PangolinTcpResource, PangolinTcpResourceArgs
 
 from .conftest import configure
 
@@ -148,3 +149,56 @@ def test_pickle_round_trip_never_carries_the_key() -> None:
 def test_resource_type_token_and_secret_flag() -> None:
     assert PangolinTcpResource._resource_type_name == "dynamic/pangolin:TcpResource"
     assert PangolinTcpProvider.serialize_as_secret_always is False
+
+
+class _Recorder(pulumi.runtime.Mocks):
+    def __init__(self) -> None:
+        self.registered: list[pulumi.runtime.MockResourceArgs] = []
+
+    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
+        self.registered.append(args)
+        outputs = {**args.inputs, "resourceId": 12, "targetId": 34, "niceId": "brave-otter"}
+        return "12", outputs
+
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], None]:
+        return {}, None
+
+
+def test_resource_registers_camel_case_props_and_exposes_snake_case_outputs() -> None:
+    recorder = _Recorder()
+    pulumi.runtime.set_mocks(recorder, project="ssh-gateway", stack="test", preview=False)
+    args = PangolinTcpResourceArgs(
+        api_url="https://pangolin.example.com/v1",
+        org_id="acme",
+        site_id=3,
+        name="ssh-gpu-1",
+        proxy_port=40001,
+        target_ip="10.0.0.7",
+        target_port=30022,
+    )
+
+    @pulumi.runtime.test
+    def check() -> pulumi.Output[Any]:
+        resource = PangolinTcpResource("ssh-gpu-1", args)
+
+        def verify(values: list[Any]) -> None:
+            [registered] = recorder.registered
+            assert registered.typ == "pulumi-python:dynamic/pangolin:TcpResource"
+            assert {k: v for k, v in registered.inputs.items() if k != "__provider"} == {
+                "apiUrl": "https://pangolin.example.com/v1",
+                "orgId": "acme",
+                "siteId": 3,
+                "name": "ssh-gpu-1",
+                "protocol": "tcp",
+                "proxyPort": 40001,
+                "enabled": True,
+                "targetIp": "10.0.0.7",
+                "targetPort": 30022,
+            }
+            assert values == [12, 34, "brave-otter", 40001]
+
+        return pulumi.Output.all(
+            resource.resource_id, resource.target_id, resource.nice_id, resource.proxy_port
+        ).apply(verify)
+
+    check()

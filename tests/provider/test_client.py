@@ -90,8 +90,10 @@ def test_reads_both_response_shapes(client: PangolinClient, emulator: EmulatorHa
 
 
 def test_auto_dialect_falls_back_to_legacy_on_1_18_once(
-    start_emulator: Callable[..., EmulatorHandle],
+    start_emulator: Callable[..., EmulatorHandle], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    # Forget what earlier tests learned: a stopped emulator's port may be reused.
+    monkeypatch.setattr("providers.pangolin.client._learned_dialects", {})
     server = start_emulator(version="1.18.4")
     with PangolinClient(server.url, server.api_key, **FAST) as client:
         client.create_resource(server.org_id, name="first", protocol="tcp", proxy_port=next_port())

@@ -263,9 +263,8 @@ class PangolinTcpProvider(ResourceProvider):
                 resource, target = _adopt(client, desired, desired.adoptResourceId)
             else:
                 resource, target = _create(client, desired)
-        return CreateResult(
-            str(resource.resourceId), _outputs(desired, resource.resourceId, target, resource)
-        )
+        outputs = _outputs(desired, resource.resourceId, target.targetId, resource.niceId)
+        return CreateResult(str(resource.resourceId), outputs)
 
     def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
         """Change name/proxyPort/enabled and the target in place; return the full outputs."""
@@ -298,9 +297,7 @@ class PangolinTcpProvider(ResourceProvider):
                     client, resource_id, None if target_id is None else int(target_id), desired
                 )
                 target_id = target.targetId
-        outputs = desired.model_dump()
-        outputs.update(resourceId=resource_id, targetId=int(target_id), niceId=nice_id)
-        return UpdateResult(outputs)
+        return UpdateResult(_outputs(desired, resource_id, int(target_id), nice_id))
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         """The live resource and target, as outputs and as inputs (so refresh shows drift)."""
@@ -372,13 +369,8 @@ class PangolinTcpProvider(ResourceProvider):
 # --- steps -----------------------------------------------------------------------------------
 
 
-def _outputs(desired: TcpInputs, resource_id: int, target: Target, resource: Resource) -> dict[str, Any]:
-    return {
-        **desired.model_dump(),
-        "resourceId": resource_id,
-        "targetId": target.targetId,
-        "niceId": resource.niceId,
-    }
+def _outputs(desired: TcpInputs, resource_id: int, target_id: int, nice_id: str | None) -> dict[str, Any]:
+    return {**desired.model_dump(), "resourceId": resource_id, "targetId": target_id, "niceId": nice_id}
 
 
 def _create(client: PangolinClient, desired: TcpInputs) -> tuple[Resource, Target]:

@@ -9,7 +9,8 @@
     └── PangolinServerError         5xx, or an answer the client cannot decode
 
 `call` names the route as a template, e.g. ``"PUT /org/{orgId}/resource"``; `status` is the HTTP
-status (None when there was no answer); `server_message` is Pangolin's own `message`. Messages
+status (None when no answer caused the error: a transport failure, a missing key, a refused
+adoption); `server_message` is Pangolin's own `message`. Messages
 never contain the API key or the Authorization header: the client builds them only from these
 three fields.
 """
@@ -43,7 +44,7 @@ class PangolinError(Exception):
     """The route, e.g. ``"PUT /org/{orgId}/resource"``."""
 
     status: int | None
-    """The HTTP status, or None when no answer arrived."""
+    """The HTTP status, or None when the error did not come from an answer."""
 
     server_message: str | None
     """Pangolin's own `message`, if it sent one."""

@@ -212,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    serving = threading.Thread(target=server.serve_forever, name="http", daemon=True)
+    serving = threading.Thread(target=server.serve_forever, args=(0.1,), name="http", daemon=True)
     serving.start()
     base = f"http://{args.host}:{server.server_address[1]}"
     ready = {

@@ -42,6 +42,9 @@ class _Listener:
     server: asyncio.Server
     connections: set[asyncio.Task[None]] = field(default_factory=set)
     turn: itertools.count[int] = field(default_factory=itertools.count)
+    writers: set[asyncio.StreamWriter] = field(default_factory=set)
+    """Both ends of every live connection, closed directly when the listener goes."""
+    closed: bool = False
 
     def next_upstream(self) -> tuple[str, int]:
         """Round-robin over the enabled targets, like Traefik's load balancer."""
@@ -49,7 +52,10 @@ class _Listener:
         return upstreams[next(self.turn) % len(upstreams)]
 
     async def close(self) -> None:
+        self.closed = True
         self.server.close()
+        for writer in list(self.writers):
+            writer.close()
         for task in list(self.connections):
             task.cancel()
         if self.connections:
@@ -77,6 +83,7 @@ class DataPlane:
     def stop(self) -> None:
         if self._loop is not None and self._stopping is not None:
             self._loop.call_soon_threadsafe(self._stopping.set)
+            self.nudge()
         self._thread.join(timeout=10)
 
     def nudge(self) -> None:
@@ -99,7 +106,8 @@ class DataPlane:
             except Exception as exc:  # a bad row must not kill the data plane
                 _log(f"data plane reconcile failed: {exc!r}")
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self._period)
+                async with asyncio.timeout(self._period):
+                    await self._wake.wait()
             self._wake.clear()
         for listener in self._listeners.values():
             await listener.close()
@@ -147,16 +155,23 @@ class DataPlane:
         self, listener: _Listener, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
     ) -> None:
         task = asyncio.current_task()
-        if task is None or len(listener.connections) >= self._limits.max_connections:
+        # A connection accepted just before the listener closed must not outlive it.
+        full = len(listener.connections) >= self._limits.max_connections
+        if task is None or listener.closed or full:
             writer.close()
             return
         listener.connections.add(task)
+        listener.writers.add(writer)
         upstream_writer: asyncio.StreamWriter | None = None
         try:
             ip, port = listener.next_upstream()
-            connect = asyncio.open_connection(ip, port)
-            upstream_reader, upstream = await asyncio.wait_for(connect, self._limits.connect_timeout)
+            # asyncio.timeout, unlike 3.11's wait_for, never swallows a cancellation.
+            async with asyncio.timeout(self._limits.connect_timeout):
+                upstream_reader, upstream = await asyncio.open_connection(ip, port)
             upstream_writer = upstream
+            listener.writers.add(upstream)
+            if listener.closed:
+                return
             last_activity = [asyncio.get_running_loop().time()]
             await asyncio.gather(
                 self._pump(reader, upstream, last_activity),
@@ -168,6 +183,7 @@ class DataPlane:
             listener.connections.discard(task)
             for stream in (writer, upstream_writer):
                 if stream is not None:
+                    listener.writers.discard(stream)
                     stream.close()
 
     async def _pump(
@@ -177,7 +193,8 @@ class DataPlane:
         idle = self._limits.idle_timeout
         while True:
             try:
-                data = await asyncio.wait_for(source.read(_CHUNK), timeout=idle)
+                async with asyncio.timeout(idle):
+                    data = await source.read(_CHUNK)
             except TimeoutError:
                 if loop.time() - last[0] >= idle:
                     break

@@ -79,7 +79,3 @@ class Features:
     def list_query_protocol(self) -> bool:
         """1.22: resource list accepts protocol, status and labels filters."""
         return self.version >= (1, 22, 0)
-
-    @property
-    def label(self) -> str:
-        return ".".join(str(part) for part in self.version)

@@ -1,0 +1,239 @@
+"""Start the emulator as a subprocess for tests and scripts (stdlib + httpx only).
+
+    with running_emulator(tmp_path) as emu:
+        client = httpx.Client(base_url=emu.url, headers={"Authorization": f"Bearer {emu.api_key}"})
+
+State lives in `state_dir/pangolin-emulator.db`; the keys are kept in `state_dir/api-keys.json`
+so a later run on the same directory authenticates with the same keys. The process's stderr
+goes to `state_dir/pangolin-emulator.stderr.log`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+from urllib.parse import urlsplit
+
+import httpx
+
+from pangolin_emulator.keys import generate_api_key
+
+__all__ = ["EmulatorHandle", "running_emulator"]
+
+DB_NAME = "pangolin-emulator.db"
+KEYS_NAME = "api-keys.json"
+STDERR_NAME = "pangolin-emulator.stderr.log"
+_START_TIMEOUT = 15.0
+_STOP_TIMEOUT = 5.0
+_ALL_KINDS = ("500", "429", "timeout", "reset")
+
+
+@dataclass
+class _Launch:
+    """How to (re)start the process, and the process itself."""
+
+    state_dir: Path
+    version: str
+    allow_raw_resources: bool
+    data_plane: bool
+    port: int
+    fault_rate: float
+    fault_seed: int
+    fault_kinds: tuple[str, ...] = _ALL_KINDS
+    process: subprocess.Popen[bytes] | None = None
+    stderr: IO[bytes] | None = None
+
+    def argv(self, api_key: str, root_api_key: str) -> list[str]:
+        argv = [
+            sys.executable, "-m", "pangolin_emulator",
+            "--host", "127.0.0.1", "--port", str(self.port), "--version", self.version,
+            "--db", str(self.state_dir / DB_NAME),
+            "--allow-raw-resources" if self.allow_raw_resources else "--no-allow-raw-resources",
+            "--fault-rate", str(self.fault_rate), "--fault-seed", str(self.fault_seed),
+            "--fault-kinds", ",".join(self.fault_kinds),
+            "--seed-key", api_key, "--seed-root-key", root_api_key,
+        ]  # fmt: skip
+        return [*argv, "--data-plane"] if self.data_plane else argv
+
+
+@dataclass
+class EmulatorHandle:
+    url: str
+    """Base URL of the API, "http://127.0.0.1:PORT/v1"."""
+    api_key: str
+    """Org key "<id>.<secret>" with every resource/target/site/domain action on `org_id`."""
+    root_api_key: str
+    """Root key with every action, root-only ones included."""
+    org_id: str
+    site_id: int
+    """The seeded `local` site."""
+    domain_id: str
+    """The seeded wildcard domain, "domain1"."""
+    _launch: _Launch = field(repr=False)
+
+    @property
+    def admin_url(self) -> str:
+        return self.url.removesuffix("/v1") + "/__emulator"
+
+    def _admin(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
+        response = httpx.request(method, f"{self.admin_url}/{path}", json=body, timeout=10)
+        response.raise_for_status()
+        return response.json()
+
+    def counters(self) -> dict[str, int]:
+        """Calls per route template and method, e.g. {"PUT /v1/org/{orgId}/resource": 2}."""
+        calls: dict[str, int] = self._admin("GET", "counters")["calls"]
+        return calls
+
+    def fault_counters(self) -> dict[str, int]:
+        """How many of those calls were answered by an injected fault."""
+        faults: dict[str, int] = self._admin("GET", "counters")["faults"]
+        return faults
+
+    def reset_counters(self) -> None:
+        self._admin("POST", "counters/reset")
+
+    def doubly_bound_ports(self) -> dict[int, list[int]]:
+        return {int(port): ids for port, ids in self._admin("GET", "doubly-bound").items()}
+
+    def set_faults(self, rate: float, seed: int = 0, kinds: tuple[str, ...] = _ALL_KINDS) -> None:
+        """Change fault injection now; `restart()` keeps the latest settings."""
+        self._admin("POST", "faults", {"rate": rate, "seed": seed, "kinds": list(kinds)})
+        self._launch.fault_rate, self._launch.fault_seed, self._launch.fault_kinds = rate, seed, tuple(kinds)
+
+    def state(self) -> dict[str, Any]:
+        """{"resources": [...], "targets": [...]} as stored."""
+        state: dict[str, Any] = self._admin("GET", "state")
+        return state
+
+    def restart(self) -> None:
+        """Stop and start again with the same db and the same port."""
+        self.stop()
+        _start(self._launch, self.api_key, self.root_api_key)
+
+    def stop(self) -> None:
+        launch = self._launch
+        process, launch.process = launch.process, None
+        if process is not None and process.poll() is None:
+            process.terminate()
+            try:
+                process.wait(timeout=_STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=_STOP_TIMEOUT)
+        if process is not None and process.stdout is not None:
+            process.stdout.close()
+        if launch.stderr is not None:
+            launch.stderr.close()
+            launch.stderr = None
+
+
+def _stderr_text(launch: _Launch) -> str:
+    path = launch.state_dir / STDERR_NAME
+    return path.read_text(errors="replace") if path.exists() else ""
+
+
+def _read_ready_line(process: subprocess.Popen[bytes], launch: _Launch) -> dict[str, Any]:
+    if process.stdout is None:
+        raise RuntimeError("emulator stdout is not a pipe")
+    deadline = time.monotonic() + _START_TIMEOUT
+    with selectors.DefaultSelector() as selector:
+        selector.register(process.stdout, selectors.EVENT_READ)
+        while time.monotonic() < deadline:
+            if selector.select(timeout=0.1):
+                line = process.stdout.readline()
+                if line:
+                    ready: dict[str, Any] = json.loads(line)
+                    return ready
+            if process.poll() is not None:
+                break
+    raise RuntimeError(
+        f"pangolin emulator did not start (exit code {process.poll()}):\n{_stderr_text(launch)}"
+    )
+
+
+def _wait_healthy(url: str, process: subprocess.Popen[bytes], launch: _Launch) -> None:
+    deadline = time.monotonic() + _START_TIMEOUT
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            break
+        try:
+            if httpx.get(f"{url}/", timeout=1).status_code == 200:
+                return
+        except httpx.TransportError:
+            pass
+        time.sleep(0.05)
+    raise RuntimeError(f"pangolin emulator never became healthy:\n{_stderr_text(launch)}")
+
+
+def _start(launch: _Launch, api_key: str, root_api_key: str) -> dict[str, Any]:
+    """Start the process, return its ready line, and pin the port for later restarts."""
+    env = dict(os.environ)
+    package_root = str(Path(__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+    launch.stderr = (launch.state_dir / STDERR_NAME).open("ab")
+    process = subprocess.Popen(  # noqa: S603 - fixed argv, our own interpreter and module
+        launch.argv(api_key, root_api_key), stdout=subprocess.PIPE, stderr=launch.stderr, env=env
+    )
+    launch.process = process
+    try:
+        ready = _read_ready_line(process, launch)
+        _wait_healthy(str(ready["url"]), process, launch)
+    except BaseException:
+        process.kill()
+        process.wait()
+        raise
+    launch.port = int(urlsplit(str(ready["url"])).port or 0)
+    return ready
+
+
+def _keys(state_dir: Path) -> tuple[str, str]:
+    """Reuse the keys of an earlier run on this directory, or make new ones."""
+    path = state_dir / KEYS_NAME
+    if path.exists():
+        saved = json.loads(path.read_text())
+        return str(saved["api_key"]), str(saved["root_api_key"])
+    api_key, root_api_key = generate_api_key(), generate_api_key()
+    path.write_text(json.dumps({"api_key": api_key, "root_api_key": root_api_key}))
+    path.chmod(0o600)
+    return api_key, root_api_key
+
+
+@contextmanager
+def running_emulator(
+    state_dir: Path,
+    *,
+    version: str = "1.22.0",
+    allow_raw_resources: bool = True,
+    fault_rate: float = 0.0,
+    fault_seed: int = 0,
+    data_plane: bool = False,
+    port: int = 0,
+) -> Iterator[EmulatorHandle]:
+    """Run `python -m pangolin_emulator` until the block exits, then always stop it."""
+    state_dir.mkdir(parents=True, exist_ok=True)
+    api_key, root_api_key = _keys(state_dir)
+    launch = _Launch(state_dir, version, allow_raw_resources, data_plane, port, fault_rate, fault_seed)
+    ready = _start(launch, api_key, root_api_key)
+    handle = EmulatorHandle(
+        url=str(ready["url"]),
+        api_key=api_key,
+        root_api_key=root_api_key,
+        org_id=str(ready["org_id"]),
+        site_id=int(ready["site_id"]),
+        domain_id=str(ready["domain_id"]),
+        _launch=launch,
+    )
+    try:
+        yield handle
+    finally:
+        handle.stop()

@@ -1,0 +1,1 @@
+"""Stable public ssh ports for instances, decided from the previous allocation kept in stack state."""

@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Builds the pulumi CLI at $PULUMI_VERSION from Go modules into $1/bin, the way the official release does
+# (.goreleaser.yml: -trimpath, osusergo+grpcnotrace tags, CGO off, the version ldflag that `pulumi version`
+# and the Automation API's version check read). `go install pkg@version` refuses pkg/v3's replace
+# directives, so a throwaway wrapper module requires it instead.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/versions.env"
+. "$here/progress.sh"
+dest=$1
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+export GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0
+
+cd "$work"
+cat > go.mod <<MOD
+module example.invalid/pulumi-toolchain
+
+go 1.26
+
+require (
+	github.com/pulumi/pulumi/pkg/v3 $PULUMI_VERSION
+	github.com/pulumi/pulumi/sdk/v3 $PULUMI_VERSION
+)
+
+// Copied from pkg/go.mod at the tag: the only replace there that is not a relative path.
+replace github.com/atotto/clipboard => ${CLIPBOARD_REPLACE/@/ }
+MOD
+cat > tools.go <<'SRC'
+//go:build tools
+
+package tools
+
+import _ "github.com/pulumi/pulumi/pkg/v3/cmd/pulumi"
+SRC
+with_progress "resolve pulumi $PULUMI_VERSION modules" "$work/tidy.log" go mod tidy
+ldflags="-s -w -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$PULUMI_VERSION"
+mkdir -p "$work/out/bin"
+with_progress "build pulumi $PULUMI_VERSION (cold: ~10 min on 2 cores)" "$work/build.log" \
+  go build -trimpath -buildvcs=false -tags osusergo,grpcnotrace -ldflags "$ldflags" \
+    -o "$work/out/bin/pulumi" github.com/pulumi/pulumi/pkg/v3/cmd/pulumi
+
+# The exec shim the language host runs programs with is upstream's own file, shipped in the sdk/v3 module.
+sdk=$(go list -m -f '{{.Dir}}' github.com/pulumi/pulumi/sdk/v3)
+install -m 0755 "$sdk/python/cmd/pulumi-language-python-exec" "$work/out/bin/"
+
+mkdir -p "$(dirname "$dest")"
+rm -rf "$dest.tmp" && mv "$work/out" "$dest.tmp" && rm -rf "$dest" && mv "$dest.tmp" "$dest"

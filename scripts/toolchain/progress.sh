@@ -1,0 +1,23 @@
+# Sourced by the build scripts: run a long command with a heartbeat, so a cold build never looks hung.
+# with_progress LABEL LOGFILE CMD...
+with_progress() {
+  local label=$1 log=$2; shift 2
+  local start=$SECONDS
+  echo "==> $label (log: $log)"
+  "$@" >"$log" 2>&1 &
+  local pid=$!
+  local next=$((start + 30))
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 1
+    if [ "$SECONDS" -ge "$next" ]; then
+      echo "    ... $label: $((SECONDS - start))s"
+      next=$((next + 30))
+    fi
+  done
+  if ! wait "$pid"; then
+    echo "!!! $label failed after $((SECONDS - start))s; last lines of $log:" >&2
+    tail -n 30 "$log" >&2
+    return 1
+  fi
+  echo "    $label done in $((SECONDS - start))s"
+}

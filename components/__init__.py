@@ -1,0 +1,1 @@
+"""Pulumi components of ssh-gateway, and the pure helpers they are built from."""

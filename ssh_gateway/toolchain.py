@@ -1,0 +1,36 @@
+"""The offline Pulumi environment that scripts/bootstrap writes to .toolchain.env.
+
+Every Pulumi call made by the project's tools and tests goes through `pulumi_env()`, so none of them checks
+for updates, downloads a plugin, or touches a backend outside the repo's ignored .pulumi-state/.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+ENV_FILE = REPO / ".toolchain.env"
+
+
+class ToolchainMissing(RuntimeError):
+    """scripts/bootstrap has not been run in this checkout."""
+
+
+def pulumi_env(base: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment for a pulumi process: `base` (default: ours) plus the toolchain's settings."""
+    if not ENV_FILE.exists():
+        raise ToolchainMissing(f"{ENV_FILE} is missing: run scripts/bootstrap first")
+    env = dict(os.environ if base is None else base)
+    for line in ENV_FILE.read_text().splitlines():
+        if line and not line.startswith("#"):
+            key, _, value = line.partition("=")
+            env[key] = value
+    env["PATH"] = f"{env.pop('SSH_GATEWAY_TOOLCHAIN_PATH')}{os.pathsep}{env.get('PATH', '')}"
+    return env
+
+
+def pulumi_root() -> Path:
+    """The directory whose bin/ holds the pinned pulumi CLI (what the Automation API calls `root`)."""
+    first = pulumi_env()["PATH"].split(os.pathsep)[0]
+    return Path(first).parent

@@ -1,0 +1,79 @@
+"""Integration layer: the real pulumi CLI through the Automation API, against the Pangolin emulator.
+
+A missing toolchain fails these tests (it never skips them): run scripts/bootstrap.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pulumi import automation as auto
+
+from pangolin_emulator.harness import EmulatorHandle, running_emulator
+from ssh_gateway.automation import open_stack, remove_stack
+from ssh_gateway.toolchain import ToolchainMissing, pulumi_env
+
+StackFactory = Callable[..., auto.Stack]
+
+
+@pytest.fixture(scope="session", autouse=True)
+def toolchain() -> dict[str, str]:
+    try:
+        return pulumi_env()
+    except ToolchainMissing as exc:
+        pytest.fail(str(exc))
+
+
+@pytest.fixture
+def emulator(tmp_path: Path) -> Iterator[EmulatorHandle]:
+    with running_emulator(tmp_path / "pangolin") as handle:
+        yield handle
+
+
+def stack_config(
+    emulator: EmulatorHandle,
+    instances: list[dict[str, Any]],
+    *,
+    port_range: str = "40000-40019",
+    render_dir: Path | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
+    """A local stack's `ssh-gateway:*` config against `emulator`."""
+    config: dict[str, Any] = {
+        "ssh-gateway:pangolin": {"url": emulator.url, "orgId": emulator.org_id, "siteId": emulator.site_id},
+        "ssh-gateway:ports": {"range": port_range},
+        "ssh-gateway:gateway": {"hostTemplate": "ssh-{instance}.example.test"},
+        "ssh-gateway:firewall": {"enabled": False},
+        "ssh-gateway:instances": instances,
+    }
+    if render_dir is not None:
+        config["ssh-gateway:kubernetes"] = {"namespace": "gpu-dev", "renderDir": str(render_dir)}
+    config.update({f"ssh-gateway:{k}": v for k, v in extra.items()})
+    return config
+
+
+@pytest.fixture
+def make_stack(emulator: EmulatorHandle) -> Iterator[StackFactory]:
+    """Creates stacks of the project (files in stacks/) and destroys and removes them afterwards."""
+    made: dict[str, auto.Stack] = {}
+
+    def make(config: dict[str, Any], *, name: str | None = None) -> auto.Stack:
+        """A new stack, or with `name` the same stack with new config."""
+        stack = open_stack(name or f"it-{uuid.uuid4().hex[:8]}", config, secrets={"pangolin:apiKey": emulator.api_key})
+        made[stack.name] = stack
+        return stack
+
+    yield make
+    for stack in made.values():
+        try:
+            stack.destroy()
+        finally:
+            remove_stack(stack)
+
+
+def static_instance(name: str, **extra: Any) -> dict[str, Any]:
+    return {"name": name, "target": "static", "staticHost": "127.0.0.1", "staticPort": 2222, **extra}

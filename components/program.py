@@ -42,9 +42,16 @@ def build(settings: Settings, *, project: str, stack: str) -> dict[str, pulumi.I
     published = settings.published_range
     return {
         "endpoints": {
-            name: {"host": i.host, "port": i.port, "user": i.user, "ssh": i.ssh_command}
+            name: {
+                "host": i.host,
+                "port": i.port,
+                "user": i.user,
+                "ssh": i.ssh_command,
+                "pangolinResourceId": i.pangolin_resource_id,
+            }
             for name, i in instances.items()
         },
+        "pangolin": {"url": settings.pangolin.url, "orgId": settings.pangolin.org_id},
         "sshConfig": pulumi.Output.all(*[i.ssh_config for i in instances.values()]).apply("\n".join),
         "knownHosts": pulumi.Output.all(*[i.known_hosts for i in instances.values()]).apply(
             lambda lines: "\n".join(line for line in lines if line)

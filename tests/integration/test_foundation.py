@@ -32,6 +32,7 @@ def test_preview_up_noop_destroy(emulator: EmulatorHandle, make_stack: StackFact
     port = outputs["allocations"]["gpu-k8s"]
     assert port == 40000
     assert outputs["endpoints"]["gpu-k8s"] == {
+        "pangolinResourceId": emulator.state()["resources"][0]["resourceId"],
         "host": "ssh-gpu-k8s.example.test",
         "port": 40000,
         "user": "dev",

@@ -40,6 +40,7 @@ from pydantic import (
     ValidationError,
 )
 
+from . import org_snapshot
 from .client import Dialect, PangolinClient
 from .errors import (
     PangolinAuthError,
@@ -256,11 +257,16 @@ class PangolinTcpProvider(ResourceProvider):
         )
 
     def create(self, props: dict[str, Any]) -> CreateResult:
-        """Create the resource and its target: 2 writes (3 when `enabled` is false), no listing."""
+        """Create the resource and its target: 2 writes (3 when `enabled` is false), no listing.
+
+        A resource of the same name that an interrupted run left behind is adopted instead (see
+        `org_snapshot`), as is the one `adoptResourceId` names.
+        """
         desired = _parse(props)
+        leftover = desired.adoptResourceId or org_snapshot.resource_named(desired.apiUrl, desired.orgId, desired.name)
         with self._client(desired.apiUrl) as client:
-            if desired.adoptResourceId is not None:
-                resource, target = _adopt(client, desired, desired.adoptResourceId)
+            if leftover is not None:
+                resource, target = _adopt(client, desired, leftover)
             else:
                 resource, target = _create(client, desired)
         outputs = _outputs(desired, resource.resourceId, target.targetId, resource.niceId)

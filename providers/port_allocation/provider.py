@@ -25,6 +25,7 @@ from pulumi.dynamic import (
     UpdateResult,
 )
 
+from providers.pangolin import org_snapshot
 from providers.pangolin.client import PangolinClient
 from providers.pangolin.errors import PangolinError
 
@@ -131,6 +132,7 @@ class PortAllocationProvider(ResourceProvider):
             )
         with PangolinClient(str(url), key) as client:
             resources = client.list_all_resources(str(org))
+        org_snapshot.record(str(url), str(org), resources)
         owner = {port: f"{prefix}{instance}" for instance, port in previous.ports.items()}
         return {
             r.proxyPort: f"Pangolin resource {r.resourceId} {r.name!r}"

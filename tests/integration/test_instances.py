@@ -4,12 +4,14 @@ ports in previews, and no doubly bound port on the Pangolin side."""
 from __future__ import annotations
 
 import re
+import subprocess
 
 import httpx
 import pytest
 from pulumi.automation import OpType
 
 from pangolin_emulator.harness import EmulatorHandle
+from ssh_gateway.toolchain import pulumi_env
 
 from .conftest import StackFactory, stack_config, static_instance
 
@@ -79,4 +81,32 @@ def test_refresh_sees_an_out_of_band_change_and_up_heals_it(emulator: EmulatorHa
 
     stack.up()
     assert ports_on_emulator(emulator) == before
+    stack.preview(expect_no_changes=True)
+
+
+def test_a_resource_left_by_an_interrupted_run_is_adopted_not_twinned(
+    emulator: EmulatorHandle, make_stack: StackFactory
+) -> None:
+    stack = make_stack(stack_config(emulator, [static_instance("a"), static_instance("b")]))
+    stack.up()
+    # What a run killed between Pangolin's answer and Pulumi's checkpoint leaves: the resource exists in
+    # Pangolin, the allocation table has its port, but the stack's state does not know the resource.
+    urn = next(r["urn"] for r in stack.export_stack().deployment["resources"] if r["urn"].endswith("::b-pangolin"))
+    subprocess.run(
+        ["pulumi", "state", "delete", urn, "--stack", stack.name, "--yes", "--force"],
+        cwd=stack.workspace.work_dir,
+        env=pulumi_env(),
+        check=True,
+        capture_output=True,
+    )
+    leftover = next(r for r in emulator.state()["resources"] if r["name"].endswith("/b"))
+    emulator.reset_counters()
+
+    up = stack.up()
+
+    assert "adopted existing resource" in up.stdout + up.stderr
+    assert emulator.counters().get("PUT /v1/org/{orgId}/resource", 0) == 0
+    [adopted] = [r for r in emulator.state()["resources"] if r["name"].endswith("/b")]
+    assert adopted["resourceId"] == leftover["resourceId"]
+    assert emulator.doubly_bound_ports() == {}
     stack.preview(expect_no_changes=True)

@@ -9,6 +9,7 @@ shim, taken from the sdk/v3 module at build time, inside the virtualenv that Pul
 Implemented: Handshake, GetPluginInfo, GetRequiredPackages/Plugins (from the `pulumi-plugin.json` files of
 the installed distributions, as upstream reads them), Run, RunPlugin (policy packs), InstallDependencies,
 About, GetProgramDependencies, Cancel. Code generation RPCs are not (they need the Go codegen).
+Policy packs run through RunPlugin behind a small Analyzer proxy that hands them their stack (`_PolicyProxy`).
 """
 
 from __future__ import annotations
@@ -25,12 +26,17 @@ from typing import Any
 
 import grpc
 from google.protobuf import empty_pb2
-from pulumi.runtime.proto import language_pb2, language_pb2_grpc, plugin_pb2
+from pulumi.runtime.proto import analyzer_pb2, analyzer_pb2_grpc, language_pb2, language_pb2_grpc, plugin_pb2
 
 HERE = Path(__file__).resolve().parent
 EXEC_SHIM = HERE / "pulumi-language-python-exec"
 # Exit code with which the exec shim says "the error was already shown to the user".
 BAIL_EXIT_CODE = 32
+# Resource and stack analyses carry whole property maps.
+_GRPC_OPTIONS = [
+    ("grpc.max_receive_message_length", 400 * 1024 * 1024),
+    ("grpc.max_send_message_length", 400 * 1024 * 1024),
+]
 
 # Lists the Pulumi packages installed in the program's interpreter, as upstream's host does with
 # `pip list` + pulumi-plugin.json, but in one process.
@@ -78,6 +84,8 @@ class LanguageHost(language_pb2_grpc.LanguageRuntimeServicer):
         self.engine_address = engine_address
         self.version = version
         self._children: set[subprocess.Popen[bytes]] = set()
+        # Started by RunPlugin (policy packs): they serve until told to stop.
+        self._plugins: set[subprocess.Popen[bytes]] = set()
         self._lock = threading.Lock()
 
     # --- lifecycle -------------------------------------------------------------------------------
@@ -180,21 +188,53 @@ class LanguageHost(language_pb2_grpc.LanguageRuntimeServicer):
             return language_pb2.RunResponse(bail=True)
         return language_pb2.RunResponse(error=f"Program exited with non-zero exit code: {code}")
 
-    def RunPlugin(self, request: Any, _context: Any) -> Any:
-        """Runs a Python plugin (a policy pack since CLI 3.221) and streams its output back."""
+    def RunPlugin(self, request: Any, context: Any) -> Any:
+        """Runs a Python plugin and streams its output back: a policy pack (kind "analyzer", the way CLI
+        3.221+ starts `--policy-pack` directories) through `_PolicyProxy`, anything else directly."""
         python, env = _python_for(request.info)
         env.update(item.split("=", 1) for item in request.env if "=" in item)
         program = request.info.entry_point or request.program or "."
-        argv = (
-            [python, "-u", "-m", "pulumi_policy.main", program, *request.args]
-            if request.kind == "analyzer"
-            else [python, "-u", program, *request.args]
-        )
-        child = subprocess.Popen(  # noqa: S603
-            argv, env=env, cwd=request.pwd or None, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        if request.kind != "analyzer":
+            child = self._start([python, "-u", program, *request.args], env, request.pwd or None, context)
+            yield from self._relay(child)
+            return
+        # A policy pack runs in its own directory (it imports its sibling modules from there), as the
+        # pre-RunPlugin `pulumi-analyzer-policy-python` shim ran it.
+        pack_dir = request.info.program_directory or request.info.root_directory or request.pwd or None
+        proxy = _PolicyProxy()
+        try:
+            # The engine dials the first line of our stdout: the proxy, not the pack.
+            yield language_pb2.RunPluginResponse(stdout=f"{proxy.port}\n".encode())
+            stack = proxy.wait_for_stack(context.is_active)
+            if stack is None and not context.is_active():
+                return
+            env.update(_policy_env(stack))
+            engine = request.args[0] if request.args else self.engine_address
+            child = self._start([python, "-u", "-m", "pulumi.policy", engine, program], env, pack_dir, context)
+            # pulumi-policy prints the port of its Analyzer server first; everything after is output.
+            first = child.stdout.readline() if child.stdout else b""
+            try:
+                proxy.attach(int(first))
+            except (ValueError, grpc.RpcError) as exc:
+                proxy.fail(f"the policy pack in {pack_dir} did not start an Analyzer ({exc}); first line: {first!r}")
+                if first:
+                    yield language_pb2.RunPluginResponse(stdout=first)
+            yield from self._relay(child)
+        finally:
+            proxy.stop()
+
+    def _start(self, argv: list[str], env: dict[str, str], cwd: str | None, context: Any) -> Any:
+        child = subprocess.Popen(  # noqa: S603 - the plugin's interpreter, from its PulumiPlugin/Policy.yaml
+            argv, env=env, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE
         )
         with self._lock:
-            self._children.add(child)
+            self._plugins.add(child)
+        # The engine ends a plugin by cancelling this stream; the child must not outlive it.
+        context.add_callback(lambda: threading.Thread(target=_stop, args=(child,), daemon=True).start())
+        return child
+
+    def _relay(self, child: Any) -> Any:
+        """Streams the child's stdout and stderr as they come, then its exit code."""
         try:
             queue: list[Any] = []
             cond = threading.Condition()
@@ -227,7 +267,136 @@ class LanguageHost(language_pb2_grpc.LanguageRuntimeServicer):
             yield language_pb2.RunPluginResponse(exitcode=child.wait())
         finally:
             with self._lock:
-                self._children.discard(child)
+                self._plugins.discard(child)
+
+    def stop_plugins(self) -> None:
+        """Ends the plugins still running (the engine is stopping us)."""
+        with self._lock:
+            plugins = list(self._plugins)
+        for child in plugins:
+            _stop(child)
+
+
+def _stop(child: Any) -> None:
+    """SIGINT (pulumi-policy and the exec shim end cleanly on it), then SIGKILL if it lingers."""
+    if child.poll() is not None:
+        return
+    child.send_signal(signal.SIGINT)
+    try:
+        child.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        child.kill()
+
+
+def _policy_env(stack: Any) -> dict[str, str]:
+    """The variables pulumi-policy reads its stack from (`pulumi.Config`, `get_stack()`, `is_dry_run()`)."""
+    if stack is None:
+        return {}
+    env = {
+        "PULUMI_CONFIG": json.dumps(dict(stack.config)),
+        "PULUMI_CONFIG_SECRET_KEYS": json.dumps(list(stack.config_secret_keys)),
+        "PULUMI_ORGANIZATION": stack.organization,
+        "PULUMI_PROJECT": stack.project,
+        "PULUMI_STACK": stack.stack,
+        "PULUMI_DRY_RUN": "true" if stack.dry_run else "false",
+    }
+    return {key: value for key, value in env.items() if value}
+
+
+class _PolicyProxy(analyzer_pb2_grpc.AnalyzerServicer):
+    """The engine's Analyzer until the policy pack runs, then a relay to the pack's own Analyzer.
+
+    The engine (3.221+) starts a policy pack through RunPlugin and sends its stack (config, project, stack name,
+    dry run) afterwards, in ConfigureStack. pulumi-policy (1.21) ignores that call's config and reads the stack
+    from PULUMI_CONFIG/PULUMI_STACK/... at start-up, as the old shim passed it. So, as upstream's language hosts
+    do (pulumi/pulumi#21684, `PolicyProxy` in the sdk/v3 module), we answer Handshake and ConfigureStack here,
+    start the pack with those variables, hand it the same ConfigureStack (for the stack tags), and forward
+    every other call. A call that comes before ConfigureStack (e.g. `pulumi policy publish`) starts the pack
+    with no stack.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._configured = threading.Event()
+        self._stack: Any = None
+        self._attached = threading.Event()
+        self._client: Any = None
+        self._channel: Any = None
+        self._error = "it has not started"
+        self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=4), options=_GRPC_OPTIONS)
+        analyzer_pb2_grpc.add_AnalyzerServicer_to_server(self, self._server)
+        self.port = self._server.add_insecure_port("127.0.0.1:0")
+        self._server.start()
+
+    def wait_for_stack(self, active: Any) -> Any:
+        """The ConfigureStack request (None if another call came first, or the engine went away)."""
+        while not self._configured.wait(0.2):
+            if not active():
+                return None
+        return self._stack
+
+    def attach(self, port: int) -> None:
+        self._channel = grpc.insecure_channel(f"127.0.0.1:{port}", options=_GRPC_OPTIONS)
+        client = analyzer_pb2_grpc.AnalyzerStub(self._channel)
+        if self._stack is not None:
+            try:
+                client.ConfigureStack(self._stack)
+            except grpc.RpcError as exc:
+                if exc.code() != grpc.StatusCode.UNIMPLEMENTED:  # older packs don't implement it
+                    raise
+        self._client = client
+        self._attached.set()
+
+    def fail(self, message: str) -> None:
+        self._error = message
+        self._attached.set()
+
+    def stop(self) -> None:
+        self.fail("it has stopped")
+        self._server.stop(grace=None)
+        if self._channel is not None:
+            self._channel.close()
+
+    def _set_stack(self, request: Any) -> None:
+        with self._lock:
+            if not self._configured.is_set():
+                self._stack = request
+                self._configured.set()
+
+    def _pack(self, context: Any) -> Any:
+        self._set_stack(None)
+        self._attached.wait()
+        if self._client is None:
+            context.abort(grpc.StatusCode.UNAVAILABLE, f"policy pack not started: {self._error}")
+        return self._client
+
+    def Handshake(self, _request: Any, _context: Any) -> Any:
+        return analyzer_pb2.AnalyzerHandshakeResponse()
+
+    def ConfigureStack(self, request: Any, _context: Any) -> Any:
+        self._set_stack(request)
+        return analyzer_pb2.AnalyzerStackConfigureResponse()
+
+    def Analyze(self, request: Any, context: Any) -> Any:
+        return self._pack(context).Analyze(request)
+
+    def AnalyzeStack(self, request: Any, context: Any) -> Any:
+        return self._pack(context).AnalyzeStack(request)
+
+    def Remediate(self, request: Any, context: Any) -> Any:
+        return self._pack(context).Remediate(request)
+
+    def GetAnalyzerInfo(self, request: Any, context: Any) -> Any:
+        return self._pack(context).GetAnalyzerInfo(request)
+
+    def GetPluginInfo(self, request: Any, context: Any) -> Any:
+        return self._pack(context).GetPluginInfo(request)
+
+    def Configure(self, request: Any, context: Any) -> Any:
+        return self._pack(context).Configure(request)
+
+    def Cancel(self, request: Any, context: Any) -> Any:
+        return self._pack(context).Cancel(request)
 
 
 def main() -> None:
@@ -235,16 +404,20 @@ def main() -> None:
     parser.add_argument("--plugin-version", default="v0.0.0")
     parser.add_argument("engine", nargs="?", default="")
     args, _unknown = parser.parse_known_args()
-    server = grpc.server(
-        futures.ThreadPoolExecutor(max_workers=8),
-        options=[("grpc.max_receive_message_length", 400 * 1024 * 1024)],
-    )
-    language_pb2_grpc.add_LanguageRuntimeServicer_to_server(LanguageHost(args.engine, args.plugin_version), server)
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=8), options=_GRPC_OPTIONS)
+    host = LanguageHost(args.engine, args.plugin_version)
+    language_pb2_grpc.add_LanguageRuntimeServicer_to_server(host, server)
     port = server.add_insecure_port("127.0.0.1:0")
     server.start()
-    # The engine stops plugins with SIGINT when it is done with them: a normal end, not an error.
+
+    # The engine stops plugins with SIGINT when it is done with them: a normal end, not an error. Plugins we
+    # started (policy packs) go with us.
+    def stop(*_: Any) -> None:
+        host.stop_plugins()
+        server.stop(grace=None)
+
     for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: server.stop(grace=None))
+        signal.signal(sig, stop)
     # The engine reads our port from the first line of stdout.
     print(port, flush=True)
     server.wait_for_termination()

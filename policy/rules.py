@@ -1,0 +1,227 @@
+"""The guardrails as pure functions over resources' properties.
+
+No `pulumi_policy` here, so the project's own tests call these directly (the NSG rule cannot run through the
+CLI on a machine without the azure-native plugin); `__main__.py` only wires them into a `PolicyPack`.
+Every message names the resource, the value and what is allowed.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+PANGOLIN_TYPE = "pulumi-python:dynamic/pangolin:TcpResource"
+ALLOCATION_TYPE = "pulumi-python:dynamic/ssh-gateway:PortAllocation"
+NSG_RULE_TYPE = "azure-native:network:SecurityRule"
+NSG_TYPE = "azure-native:network:NetworkSecurityGroup"
+SERVICE_TYPE = "kubernetes:core/v1:Service"
+COMPONENT_TYPE = "ssh-gateway:index:SshInstance"
+
+# Sources that mean "anyone": a catch-all CIDR, Azure's `*`, or a service tag (`Internet`; `Any` in the portal).
+WORLD = frozenset({"0.0.0.0/0", "::/0", "*", "internet", "any"})
+_RANGE = re.compile(r"^\s*(\d+)\s*-\s*(\d+)\s*$")
+
+
+@dataclass(frozen=True)
+class Resource:
+    """What the rules need of a resource."""
+
+    urn: str
+    """Its URN; the type chain in it tells which component created it."""
+    type: str
+    """Its type token, e.g. `azure-native:network:SecurityRule`."""
+    props: Mapping[str, Any]
+    """Its input properties, camelCase as registered."""
+    parent: str | None = None
+    """The parent's URN (an `SshInstance` for the per-instance resources)."""
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One finding: what is wrong and, when it is one resource's fault, which."""
+
+    message: str
+    urn: str | None = None
+
+
+def _name(urn: str) -> str:
+    return urn.rsplit("::", 1)[-1]
+
+
+def _int(value: Any) -> int | None:
+    # The engine hands numbers over as floats.
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return None
+    try:
+        return int(float(value))
+    except ValueError:
+        return None
+
+
+def parse_range(text: Any) -> tuple[int, int] | None:
+    """`"40000-40019"` -> `(40000, 40019)`; a single port is a range of one; anything else is None."""
+    if not isinstance(text, str | int | float) or isinstance(text, bool):
+        return None
+    match = _RANGE.match(str(text))
+    if match:
+        return int(match[1]), int(match[2])
+    port = _int(text)
+    return (port, port) if port is not None else None
+
+
+# --- no NSG rule open to the world in production -------------------------------------------------------------
+
+
+def _world_sources(rule: Mapping[str, Any]) -> list[str]:
+    """The catch-all sources of an inbound Allow rule."""
+    if str(rule.get("direction") or "Inbound").lower() != "inbound":
+        return []
+    if str(rule.get("access") or "Allow").lower() != "allow":
+        return []
+    sources = [rule.get("sourceAddressPrefix"), *(rule.get("sourceAddressPrefixes") or [])]
+    return [s for s in sources if isinstance(s, str) and s.strip().lower() in WORLD]
+
+
+def nsg_open_to_world(resource: Resource, *, production: bool) -> list[Violation]:
+    """In a production stack, an inbound Allow rule (standalone or inline in an NSG) from `0.0.0.0/0`, `*`,
+    `Internet` or `Any`."""
+    if not production:
+        return []
+    if resource.type == NSG_RULE_TYPE:
+        rules: Iterable[Mapping[str, Any]] = [resource.props]
+    elif resource.type == NSG_TYPE:
+        rules = [r for r in resource.props.get("securityRules") or [] if isinstance(r, Mapping)]
+    else:
+        return []
+    found: list[Violation] = []
+    for rule in rules:
+        label = rule.get("securityRuleName") or rule.get("name") or _name(resource.urn)
+        ports = rule.get("destinationPortRange") or ", ".join(rule.get("destinationPortRanges") or []) or "*"
+        found.extend(
+            Violation(
+                f"NSG rule {label!r} allows inbound {ports} from {source!r}, i.e. from anyone, in a production stack "
+                "(ssh-gateway:production: true). Allowed: specific CIDRs such as 203.0.113.0/24 in "
+                "ssh-gateway:firewall.sourceCidrs or the instance's sourceCidrs.",
+                resource.urn,
+            )
+            for source in _world_sources(rule)
+        )
+    return found
+
+
+# --- every Pangolin port inside the stack's range ----------------------------------------------------------------
+
+
+def stack_range(config_ports: Any, resources: Iterable[Resource]) -> tuple[int, int] | None:
+    """The stack's port range: `ssh-gateway:ports.range` from its config, else the allocation table's."""
+    if isinstance(config_ports, Mapping):
+        configured = parse_range(config_ports.get("range"))
+        if configured:
+            return configured
+    for resource in resources:
+        if resource.type == ALLOCATION_TYPE:
+            return parse_range(resource.props.get("range"))
+    return None
+
+
+def ports_outside_range(resources: Iterable[Resource], port_range: tuple[int, int] | None) -> list[Violation]:
+    """Every Pangolin `proxyPort` inside the stack's range (the ports Gerbil/Traefik publish and the NSG opens)."""
+    resources = list(resources)
+    pangolin = [r for r in resources if r.type == PANGOLIN_TYPE]
+    if not pangolin:
+        return []
+    if port_range is None:
+        return [Violation("the stack has Pangolin resources but no port range: set ssh-gateway:ports.range")]
+    start, end = port_range
+    found: list[Violation] = []
+    for resource in pangolin:
+        port = _int(resource.props.get("proxyPort"))
+        if port is None or not start <= port <= end:
+            found.append(
+                Violation(
+                    f"Pangolin resource {_name(resource.urn)!r} has proxyPort "
+                    f"{port if port is not None else resource.props.get('proxyPort')!r}, "
+                    f"outside the stack's range {start}-{end} (ssh-gateway:ports.range). Allowed: a port from "
+                    f"{start} to {end}; pin one with the instance's `port`, or widen the range.",
+                    resource.urn,
+                )
+            )
+    return found
+
+
+# --- no two resources of the stack on the same port ------------------------------------------------------------
+
+
+def _nsg_ports(props: Mapping[str, Any]) -> Iterator[int]:
+    if str(props.get("direction") or "Inbound").lower() != "inbound":
+        return
+    for text in [props.get("destinationPortRange"), *(props.get("destinationPortRanges") or [])]:
+        bounds = parse_range(text)
+        if bounds:
+            yield from range(bounds[0], bounds[1] + 1)
+
+
+def shared_ports(resources: Iterable[Resource]) -> list[Violation]:
+    """A public port used by two owners: two Pangolin resources, two inbound NSG rules, or a Pangolin resource
+    and an NSG rule of different instances (an instance's own resource and rule share its port, as they should).
+    """
+    holders: dict[int, dict[str, list[Resource]]] = defaultdict(lambda: defaultdict(list))
+    for resource in resources:
+        if resource.type == PANGOLIN_TYPE:
+            port = _int(resource.props.get("proxyPort"))
+            ports = [port] if port is not None else []
+        elif resource.type == NSG_RULE_TYPE:
+            ports = list(_nsg_ports(resource.props))
+        else:
+            continue
+        owner = resource.parent or resource.urn
+        for port in ports:
+            holders[port][owner].append(resource)
+    found: list[Violation] = []
+    for port, owners in sorted(holders.items()):
+        clash = len(owners) > 1 or any(
+            sum(r.type == kind for r in held) > 1 for held in owners.values() for kind in (PANGOLIN_TYPE, NSG_RULE_TYPE)
+        )
+        if not clash:
+            continue
+        users = sorted({_name(r.urn) for held in owners.values() for r in held})
+        for held in owners.values():
+            for resource in held:
+                others = ", ".join(u for u in users if u != _name(resource.urn))
+                found.append(
+                    Violation(
+                        f"port {port} is used by {_name(resource.urn)!r} and also by {others}: each public port "
+                        "belongs to one instance. Allowed: distinct ports, as the allocator hands out (unpin one).",
+                        resource.urn,
+                    )
+                )
+    return found
+
+
+# --- no LoadBalancer Service from the component -----------------------------------------------------------------
+
+
+def created_by_component(urn: str) -> bool:
+    """Whether an `SshInstance` is among the resource's ancestors (its URN's type chain)."""
+    qualified_type = urn.split("::")[2] if urn.count("::") >= 3 else ""
+    return COMPONENT_TYPE in qualified_type.split("$")[:-1]
+
+
+def load_balancer_from_component(resource: Resource) -> list[Violation]:
+    """A Service of type LoadBalancer made by `SshInstance`: it would publish sshd past Pangolin and the NSG."""
+    if resource.type != SERVICE_TYPE or not created_by_component(resource.urn):
+        return []
+    spec = resource.props.get("spec")
+    kind = spec.get("type") if isinstance(spec, Mapping) else None
+    if kind != "LoadBalancer":
+        return []
+    return [
+        Violation(
+            f"Service {_name(resource.urn)!r} of an SshInstance has type LoadBalancer, which gives sshd a public IP "
+            "of its own, bypassing Pangolin and the NSG rule. Allowed: NodePort or ClusterIP.",
+            resource.urn,
+        )
+    ]

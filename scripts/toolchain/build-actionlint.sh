@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Builds actionlint VERSION into DEST/bin, for the test that lints .github/workflows/:
+#   build-actionlint.sh DEST VERSION
+# Its go.mod has no replace directives, so a plain `go install module@version` builds exactly the released
+# module from the module proxy (the PyPI wrapper downloads a binary from GitHub, which is out of reach here).
+# `actionlint -version` then names the module version that go install recorded.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/progress.sh"
+dest=$1 version=$2
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+export GOTOOLCHAIN=local CGO_ENABLED=0 GOBIN=$work/out/bin
+
+mkdir -p "$GOBIN"
+with_progress "build actionlint $version from Go modules" "$work/build.log" \
+  go install -trimpath -ldflags "-s -w" "github.com/rhysd/actionlint/cmd/actionlint@$version"
+
+mkdir -p "$(dirname "$dest")"
+rm -rf "$dest.tmp" && mv "$work/out" "$dest.tmp" && rm -rf "$dest" && mv "$dest.tmp" "$dest"

@@ -17,7 +17,9 @@ from .toolchain import REPO, pulumi_env, pulumi_root
 
 
 def stack_file(stack: str, work_dir: Path = REPO) -> Path:
-    return work_dir / "stacks" / f"Pulumi.{stack}.yaml"
+    """Where a stack's config lives: the project's `stackConfigDir` (stacks/ here), else beside Pulumi.yaml."""
+    project = yaml.safe_load((work_dir / "Pulumi.yaml").read_text())
+    return work_dir / project.get("stackConfigDir", ".") / f"Pulumi.{stack}.yaml"
 
 
 def workspace_options(work_dir: Path = REPO) -> auto.LocalWorkspaceOptions:

@@ -7,7 +7,9 @@ status}` envelope and maps errors onto `providers.pangolin.errors`.
 
 from __future__ import annotations
 
+import functools
 import random
+import ssl
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -58,6 +60,13 @@ _LEGACY_ONLY_MESSAGES = ("http field is required", 'Unrecognized key: "mode"')
 _ModelT = TypeVar("_ModelT", bound=BaseModel)
 
 
+@functools.cache
+def _tls_context() -> ssl.SSLContext:
+    """One verifying TLS context per process: loading the CA bundle costs ~20 ms, and the provider builds
+    a client inside every call (clients cannot be pickled with the provider)."""
+    return httpx.create_ssl_context()
+
+
 class PangolinClient:
     """Pangolin Integration API client over `httpx.Client`; use it as a context manager.
 
@@ -96,6 +105,7 @@ class PangolinClient:
             headers={"Authorization": f"Bearer {api_key}", "Accept": "application/json"},
             timeout=timeout,
             transport=transport,
+            verify=_tls_context(),
         )
 
     def __enter__(self) -> PangolinClient:

@@ -11,6 +11,7 @@ import pytest
 from pulumi.automation import OpType
 
 from pangolin_emulator.harness import EmulatorHandle
+from ssh_gateway.automation import state_file
 from ssh_gateway.toolchain import pulumi_env
 
 from .conftest import StackFactory, stack_config, static_instance
@@ -82,6 +83,10 @@ def test_refresh_sees_an_out_of_band_change_and_up_heals_it(emulator: EmulatorHa
     stack.up()
     assert ports_on_emulator(emulator) == before
     stack.preview(expect_no_changes=True)
+    assert emulator.api_key.split(".")[1] not in state_file(stack).read_text()
+
+    stack.destroy()
+    assert emulator.state() == {"resources": [], "targets": []}
 
 
 def test_a_resource_left_by_an_interrupted_run_is_adopted_not_twinned(

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import functools
 import ipaddress
-import os
 import re
 import sys
 from typing import Annotated, Any, Final
@@ -22,7 +21,6 @@ import httpx
 from pulumi.dynamic import (
     CheckFailure,
     CheckResult,
-    ConfigureRequest,
     CreateResult,
     DiffResult,
     ReadResult,
@@ -42,8 +40,8 @@ from pydantic import (
 
 from . import org_snapshot
 from .client import Dialect, PangolinClient
+from .credentials import API_KEY_CONFIG, API_KEY_ENV, ApiKeyFromConfig
 from .errors import (
-    PangolinAuthError,
     PangolinConflict,
     PangolinError,
     PangolinNotFound,
@@ -54,8 +52,6 @@ from .models import Protocol, Resource, Target
 
 __all__ = ["API_KEY_CONFIG", "API_KEY_ENV", "INPUT_KEYS", "OUTPUT_KEYS", "PangolinTcpProvider", "TcpInputs"]
 
-API_KEY_CONFIG: Final = "pangolin:apiKey"
-API_KEY_ENV: Final = "PANGOLIN_API_KEY"
 
 
 # --- inputs ----------------------------------------------------------------------------------
@@ -170,7 +166,7 @@ def _parse(props: dict[str, Any]) -> TcpInputs:
 # --- provider --------------------------------------------------------------------------------
 
 
-class PangolinTcpProvider(ResourceProvider):
+class PangolinTcpProvider(ApiKeyFromConfig, ResourceProvider):
     """Creates, updates, reads and deletes a raw TCP/UDP Pangolin resource and its target.
 
     Thread-safe: the engine runs up to 4 calls at once on one shared instance, and no method
@@ -198,24 +194,6 @@ class PangolinTcpProvider(ResourceProvider):
         self._backoff_max = backoff_max
         self._retry_after_max = retry_after_max
         self._dialect: Dialect = dialect
-        self._api_key: str | None = None
-
-    def __getstate__(self) -> dict[str, Any]:
-        # Never pickle the key, even if `configure` ran in this process (it normally runs only in
-        # the provider process, after unpickling).
-        state = self.__dict__.copy()
-        state.pop("_api_key", None)
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._api_key = None
-
-    def configure(self, req: ConfigureRequest) -> None:
-        """Take the API key from the stack secret `pangolin:apiKey`, if set."""
-        key = req.config.get(API_KEY_CONFIG)
-        if isinstance(key, str) and key:
-            self._api_key = key
 
     def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
         """Validate and normalise the inputs; unknowns (preview) pass through unchecked."""
@@ -351,7 +329,7 @@ class PangolinTcpProvider(ResourceProvider):
     def _client(self, api_url: str) -> PangolinClient:
         return PangolinClient(
             api_url,
-            self._resolve_api_key(),
+            self.api_key(),
             timeout=self._timeout,
             max_retries=self._max_retries,
             backoff_base=self._backoff_base,
@@ -360,16 +338,6 @@ class PangolinTcpProvider(ResourceProvider):
             dialect=self._dialect,
         )
 
-    def _resolve_api_key(self) -> str:
-        key = self._api_key or os.environ.get(API_KEY_ENV)
-        if not key:
-            raise PangolinAuthError(
-                f"No Pangolin API key: set the stack secret `{API_KEY_CONFIG}` "
-                f"(pulumi config set --secret {API_KEY_CONFIG} <keyId>.<secret>) "
-                f"or the environment variable {API_KEY_ENV}.",
-                call="configure",
-            )
-        return key
 
 
 # --- steps -----------------------------------------------------------------------------------

@@ -11,13 +11,11 @@ The one read-only listing of the Pangolin org per run also tells which ports oth
 
 from __future__ import annotations
 
-import os
 from typing import Any, Final
 
 from pulumi.dynamic import (
     CheckFailure,
     CheckResult,
-    ConfigureRequest,
     CreateResult,
     DiffResult,
     ReadResult,
@@ -27,12 +25,11 @@ from pulumi.dynamic import (
 
 from providers.pangolin import org_snapshot
 from providers.pangolin.client import PangolinClient
+from providers.pangolin.credentials import ApiKeyFromConfig
 from providers.pangolin.errors import PangolinError
 
 from .allocate import AllocationError, AllocationState, PortRange, allocate
 
-API_KEY_CONFIG: Final = "pangolin:apiKey"
-API_KEY_ENV: Final = "PANGOLIN_API_KEY"
 UNKNOWN: Final = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
 ALLOCATION_ID: Final = "port-allocation"
 
@@ -53,27 +50,11 @@ def _ints(mapping: dict[str, Any]) -> dict[str, int]:
     return {str(k): int(v) for k, v in (mapping or {}).items()}
 
 
-class PortAllocationProvider(ResourceProvider):
+class PortAllocationProvider(ApiKeyFromConfig, ResourceProvider):
     """Keeps `ports` (instance -> port) and `released` (freed ports, oldest first) in the inputs."""
 
     # Captures nothing secret: the API key arrives through `configure`, in the provider process.
     serialize_as_secret_always = False
-
-    def __init__(self) -> None:
-        super().__init__()
-        self._api_key: str | None = None
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items() if k != "_api_key"}
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._api_key = None
-
-    def configure(self, req: ConfigureRequest) -> None:
-        key = req.config.get(API_KEY_CONFIG)
-        if isinstance(key, str) and key:
-            self._api_key = key
 
     def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
         if _has_unknowns({k: news.get(k) for k in _KEYS[:7]}):
@@ -124,13 +105,7 @@ class PortAllocationProvider(ResourceProvider):
         url, org, prefix = news.get("apiUrl"), news.get("orgId"), str(news.get("ownerPrefix", ""))
         if not url or not org:
             return {}
-        key = self._api_key or os.environ.get(API_KEY_ENV)
-        if not key:
-            raise PangolinError(
-                f"no API key: set the stack secret {API_KEY_CONFIG} or the environment variable {API_KEY_ENV}",
-                call="configure",
-            )
-        with PangolinClient(str(url), key) as client:
+        with PangolinClient(str(url), self.api_key()) as client:
             resources = client.list_all_resources(str(org))
         org_snapshot.record(str(url), str(org), resources)
         owner = {port: f"{prefix}{instance}" for instance, port in previous.ports.items()}

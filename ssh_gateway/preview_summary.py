@@ -1,0 +1,483 @@
+"""The reviewer's view of a preview: `pulumi preview --json` as a short Markdown table.
+
+    scripts/pulumi preview --json --stack dev | python -m ssh_gateway.preview_summary
+    python -m ssh_gateway.preview_summary preview.json
+    scripts/preview-summary dev            # runs the preview, then renders it
+
+One row per instance the preview touches: added, removed, port changed, target changed, or touched (something of
+it changes, but neither its port nor its target), with its public endpoint and the NSG rules it opens or closes.
+Then the warnings: the port range nearly exhausted, ports freed, rules open to anyone, and the preview's errors.
+
+It reads the steps (`op`, `urn`, `oldState`/`newState` with `inputs`, `outputs` and `parent`) and the stack's
+config, never `detailedDiff`: Python dynamic providers that implement `diff` leave it empty in the JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+from components.naming import public_host
+from components.settings import SettingsError, decode_config, parse_settings
+
+__all__ = ["InstanceChange", "Summary", "render", "summarize"]
+
+COMPONENT_TYPE: Final = "ssh-gateway:index:SshInstance"
+PANGOLIN_TYPE: Final = "pulumi-python:dynamic/pangolin:TcpResource"
+ALLOCATION_TYPE: Final = "pulumi-python:dynamic/ssh-gateway:PortAllocation"
+NSG_RULE_TYPE: Final = "azure-native:network:SecurityRule"
+SERVICE_TYPE: Final = "kubernetes:core/v1:Service"
+STACK_TYPE: Final = "pulumi:pulumi:Stack"
+
+EXHAUSTION_THRESHOLD: Final = 0.8
+"""Warn when at least this share of the range's usable ports is allocated."""
+WORLD: Final = frozenset({"0.0.0.0/0", "::/0", "*", "internet", "any"})
+_TARGET_KEYS: Final = ("siteId", "targetIp", "targetPort")
+# The ops a step can have, reduced to what happened to the resource. A replacement shows up as up to three
+# steps (`delete-replaced`, `replace`, `create-replacement`); `same`, `read` and `refresh` change nothing.
+_OPS: Final = {
+    "create": "create",
+    "import": "create",
+    "delete": "delete",
+    "discard": "delete",
+    "update": "update",
+    "replace": "replace",
+    "create-replacement": "replace",
+    "delete-replaced": "replace",
+    "discard-replaced": "replace",
+    "import-replacement": "replace",
+}
+
+
+@dataclass(frozen=True)
+class InstanceChange:
+    """One instance's row."""
+
+    instance: str
+    change: str
+    """added, removed, port changed, target changed, port and target changed, or touched."""
+    endpoint: str
+    """`ssh -p PORT user@host` after the change (before it, for a removed instance)."""
+    old_port: int | None
+    new_port: int | None
+    target: str
+    """`host:port` Pangolin forwards to, `old → new` when it changes."""
+    firewall: tuple[str, ...]
+    """The NSG rules opened or closed, e.g. `opens 41003 to 203.0.113.0/24`."""
+    replaced: tuple[str, ...] = ()
+    """Resources of the instance that are replaced, with the properties that force it."""
+    touched: tuple[str, ...] = ()
+    """What else changes (resource and property names), for rows whose port and target stay."""
+
+
+@dataclass(frozen=True)
+class Summary:
+    """A preview, read for review."""
+
+    stack: str | None
+    rows: tuple[InstanceChange, ...]
+    warnings: tuple[str, ...]
+    resource_changes: Mapping[str, int] = field(default_factory=dict)
+    """The preview's own `changeSummary` (resources by op)."""
+
+
+# --- reading ---------------------------------------------------------------------------------------------------
+
+
+def _name(urn: str) -> str:
+    return urn.rsplit("::", 1)[-1]
+
+
+def _type(urn: str) -> str:
+    parts = urn.split("::")
+    return parts[2].rsplit("$", 1)[-1] if len(parts) >= 4 else ""
+
+
+def _int(value: Any) -> int | None:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return int(value)
+
+
+def _state(step: Mapping[str, Any], which: str) -> Mapping[str, Any]:
+    state = step.get(which)
+    return state if isinstance(state, Mapping) else {}
+
+
+def _inputs(step: Mapping[str, Any], which: str) -> Mapping[str, Any]:
+    state = _state(step, which)
+    inputs = state.get("inputs") or state.get("outputs")
+    return inputs if isinstance(inputs, Mapping) else {}
+
+
+def _instance_of(step: Mapping[str, Any]) -> str | None:
+    """The instance a step belongs to: the component itself, or a child whose parent is one."""
+    urn = str(step.get("urn", ""))
+    if _type(urn) == COMPONENT_TYPE:
+        return _name(urn)
+    for which in ("newState", "oldState"):
+        parent = _state(step, which).get("parent")
+        if isinstance(parent, str) and _type(parent) == COMPONENT_TYPE:
+            return _name(parent)
+    return None
+
+
+@dataclass
+class _Instance:
+    name: str
+    ops: dict[str, str] = field(default_factory=dict)
+    """type -> what happened to its resource of that type."""
+    steps: dict[str, Mapping[str, Any]] = field(default_factory=dict)
+    """type -> the step that carries both states (the `replace` one for replacements)."""
+    replace_reasons: dict[str, list[str]] = field(default_factory=dict)
+
+
+def _collect(steps: Sequence[Mapping[str, Any]]) -> dict[str, _Instance]:
+    instances: dict[str, _Instance] = {}
+    for step in steps:
+        op = _OPS.get(str(step.get("op")))
+        name = _instance_of(step)
+        if op is None or name is None:
+            continue
+        kind = _type(str(step.get("urn", "")))
+        inst = instances.setdefault(name, _Instance(name))
+        if op == "replace" or kind not in inst.ops:
+            inst.ops[kind] = op
+        # Prefer the step that holds both states (the `replace` step of a replacement).
+        if kind not in inst.steps or (step.get("oldState") and step.get("newState")):
+            inst.steps[kind] = step
+        reasons = [str(r) for r in step.get("replaceReasons") or []]
+        if reasons:
+            inst.replace_reasons[kind] = sorted({*inst.replace_reasons.get(kind, []), *reasons})
+    return instances
+
+
+def _stack_step(steps: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:
+    return next((s for s in steps if _type(str(s.get("urn", ""))) == STACK_TYPE), {})
+
+
+def _stack_name(steps: Sequence[Mapping[str, Any]]) -> str | None:
+    for step in steps:
+        urn = str(step.get("urn", ""))
+        if urn.startswith("urn:pulumi:"):
+            return urn.removeprefix("urn:pulumi:").split("::", 1)[0]
+    return None
+
+
+@dataclass(frozen=True)
+class _Allocation:
+    old_ports: Mapping[str, int]
+    new_ports: Mapping[str, int]
+    port_range: tuple[int, int] | None
+    reserved: tuple[int, ...]
+
+
+def _ports(value: Any) -> dict[str, int]:
+    if not isinstance(value, Mapping):
+        return {}
+    return {str(k): p for k, v in value.items() if (p := _int(v)) is not None}
+
+
+def _port_list(value: Any) -> tuple[int, ...]:
+    return tuple(p for v in value or () if (p := _int(v)) is not None) if isinstance(value, list) else ()
+
+
+def _range(text: Any) -> tuple[int, int] | None:
+    try:
+        start, end = (int(p) for p in str(text).split("-"))
+    except ValueError:
+        return None
+    return start, end
+
+
+def _allocation(steps: Sequence[Mapping[str, Any]]) -> _Allocation:
+    """The port table before and after: the allocator's step if it changes, else the stack's outputs."""
+    old_outputs = _state(_stack_step(steps), "oldState").get("outputs") or {}
+    step = next((s for s in steps if _type(str(s.get("urn", ""))) == ALLOCATION_TYPE), None)
+    old = _inputs(step, "oldState") if step else {}
+    new = _inputs(step, "newState") if step else {}
+    old_ports = _ports(old.get("ports")) if old else _ports(old_outputs.get("allocations"))
+    return _Allocation(
+        old_ports=old_ports,
+        new_ports=_ports(new.get("ports")) if new else old_ports,
+        port_range=_range(new.get("range") or old.get("range") or old_outputs.get("portRange")),
+        reserved=_port_list(new.get("reserved") or old.get("reserved")),
+    )
+
+
+@dataclass(frozen=True)
+class _Endpoints:
+    """Who logs in where: from the stack's new config, else its old outputs."""
+
+    users: Mapping[str, str]
+    hosts: Mapping[str, str]
+    old: Mapping[str, Any]
+
+    def endpoint(self, instance: str, port: int | None) -> str:
+        host = self.hosts.get(instance)
+        user = self.users.get(instance)
+        previous = self.old.get(instance)
+        if isinstance(previous, Mapping):
+            host = host or previous.get("host")
+            user = user or previous.get("user")
+        if host is None or port is None:
+            return "unknown"
+        return f"ssh -p {port} {user or 'root'}@{host}"
+
+
+def _endpoints(preview: Mapping[str, Any], steps: Sequence[Mapping[str, Any]]) -> _Endpoints:
+    old = (_state(_stack_step(steps), "oldState").get("outputs") or {}).get("endpoints") or {}
+    users: dict[str, str] = {}
+    hosts: dict[str, str] = {}
+    config = preview.get("config")
+    if isinstance(config, Mapping):
+        try:
+            settings = parse_settings(decode_config({str(k): str(v) for k, v in config.items()}))
+        except SettingsError:
+            settings = None
+        if settings is not None:
+            for inst in settings.instances:
+                users[inst.name] = inst.user
+                hosts[inst.name] = public_host(settings.gateway.host_template, inst.name)
+    return _Endpoints(users=users, hosts=hosts, old=old if isinstance(old, Mapping) else {})
+
+
+# --- deciding ----------------------------------------------------------------------------------------------------
+
+
+def _target(inputs: Mapping[str, Any]) -> str | None:
+    ip, port = inputs.get("targetIp"), _int(inputs.get("targetPort"))
+    return f"{ip}:{port}" if ip is not None and port is not None else None
+
+
+def _sources(inputs: Mapping[str, Any]) -> list[str]:
+    prefixes = [inputs.get("sourceAddressPrefix"), *(inputs.get("sourceAddressPrefixes") or [])]
+    return [str(p) for p in prefixes if p]
+
+
+def _nsg_port(inputs: Mapping[str, Any]) -> str:
+    return str(inputs.get("destinationPortRange") or ", ".join(inputs.get("destinationPortRanges") or []) or "?")
+
+
+def _firewall(inst: _Instance) -> tuple[str, ...]:
+    op = inst.ops.get(NSG_RULE_TYPE)
+    step = inst.steps.get(NSG_RULE_TYPE)
+    if op is None or step is None:
+        return ()
+    old, new = _inputs(step, "oldState"), _inputs(step, "newState")
+    opens = f"opens {_nsg_port(new)} to {', '.join(_sources(new)) or 'any source'}"
+    closes = f"closes {_nsg_port(old)}"
+    if op == "create":
+        return (opens,)
+    if op == "delete":
+        return (closes,)
+    if _nsg_port(old) != _nsg_port(new):
+        return (closes, opens)
+    if _sources(old) != _sources(new):
+        return (f"{_nsg_port(new)}: sources {', '.join(_sources(old))} → {', '.join(_sources(new))}",)
+    return (f"{_nsg_port(new)}: rule {'replaced' if op == 'replace' else 'updated'}",)
+
+
+def _changed_keys(step: Mapping[str, Any]) -> list[str]:
+    old, new = _inputs(step, "oldState"), _inputs(step, "newState")
+    return sorted(k for k in {*old, *new} if not k.startswith("__") and old.get(k) != new.get(k))
+
+
+def _row(inst: _Instance, alloc: _Allocation, endpoints: _Endpoints) -> InstanceChange:
+    component = inst.ops.get(COMPONENT_TYPE)
+    pangolin = inst.steps.get(PANGOLIN_TYPE, {})
+    old_in, new_in = _inputs(pangolin, "oldState"), _inputs(pangolin, "newState")
+    old_port = _int(old_in.get("proxyPort")) or alloc.old_ports.get(inst.name)
+    new_port = _int(new_in.get("proxyPort")) or alloc.new_ports.get(inst.name)
+    old_target, new_target = _target(old_in), _target(new_in)
+    if component == "delete":
+        new_port = None
+    if component == "create":
+        old_port = None
+
+    port_moved = old_port is not None and new_port is not None and old_port != new_port
+    target_moved = any(k in old_in and k in new_in and old_in[k] != new_in[k] for k in _TARGET_KEYS)
+    service_op = inst.ops.get(SERVICE_TYPE)
+    target_moved = target_moved or (component is None and service_op is not None)
+    if component == "create":
+        change = "added"
+    elif component == "delete":
+        change = "removed"
+    elif port_moved and target_moved:
+        change = "port and target changed"
+    elif port_moved:
+        change = "port changed"
+    elif target_moved:
+        change = "target changed"
+    else:
+        change = "touched"
+
+    if old_target and new_target and old_target != new_target:
+        target = f"{old_target} → {new_target}"
+    else:
+        target = new_target or old_target or ("the Service changes" if service_op else "unchanged")
+    endpoint = endpoints.endpoint(inst.name, old_port if change == "removed" else new_port)
+    replaced = tuple(
+        f"{_name(str(inst.steps[kind].get('urn', '')))} ({', '.join(inst.replace_reasons.get(kind, [])) or 'replaced'})"
+        for kind, op in sorted(inst.ops.items())
+        if op == "replace" and kind in inst.steps
+    )
+    touched = tuple(
+        f"{_name(str(step.get('urn', '')))}: {', '.join(keys)}"
+        for kind, step in sorted(inst.steps.items())
+        if change == "touched" and kind != COMPONENT_TYPE and (keys := _changed_keys(step))
+    )
+    return InstanceChange(
+        instance=inst.name,
+        change=change,
+        endpoint=endpoint,
+        old_port=old_port,
+        new_port=new_port,
+        target=target,
+        firewall=_firewall(inst),
+        replaced=replaced,
+        touched=touched,
+    )
+
+
+def _warnings(preview: Mapping[str, Any], rows: Sequence[InstanceChange], alloc: _Allocation) -> list[str]:
+    warnings = []
+    if alloc.port_range is not None:
+        start, end = alloc.port_range
+        usable = (end - start + 1) - len([p for p in set(alloc.reserved) if start <= p <= end])
+        used = len(alloc.new_ports)
+        if usable > 0 and used / usable >= EXHAUSTION_THRESHOLD:
+            warnings.append(
+                f"Port range {start}-{end} is {used * 100 // usable}% allocated ({used} of {usable} usable ports, "
+                f"{max(usable - used, 0)} free): widen `ssh-gateway:ports.range` (and the gateway's published "
+                "range) before it runs out."
+            )
+    old_holders = {port: name for name, port in alloc.old_ports.items()}
+    freed = sorted(set(alloc.old_ports.values()) - set(alloc.new_ports.values()))
+    if freed:
+        listed = ", ".join(f"{p} (was `{old_holders[p]}`)" for p in freed)
+        warnings.append(
+            f"Ports freed: {listed}. An ssh config that still has the old endpoint stops working; the allocator "
+            "hands a freed port out again only after every never-used port."
+        )
+    for name, port in sorted(alloc.new_ports.items(), key=lambda item: item[1]):
+        previous = old_holders.get(port)
+        if previous is not None and previous != name:
+            warnings.append(
+                f"Port {port} passes from `{previous}` to `{name}`: an ssh config that still has `{previous}` on "
+                f"{port} now reaches `{name}` (its host key differs, so ssh will refuse until the entry is fixed)."
+            )
+    for row in rows:
+        for rule in row.firewall:
+            opened = rule.split(" to ", 1)[1] if " to " in rule else ""
+            if any(s.strip().lower() in WORLD for s in opened.split(",")):
+                warnings.append(f"`{row.instance}`: the NSG rule {rule}, i.e. to anyone.")
+    for diagnostic in preview.get("diagnostics") or []:
+        if isinstance(diagnostic, Mapping) and diagnostic.get("severity") in ("error", "warning"):
+            message = str(diagnostic.get("message", "")).strip().removeprefix("error: ")
+            where = f" ({_name(str(diagnostic['urn']))})" if diagnostic.get("urn") else ""
+            warnings.append(f"Preview {diagnostic['severity']}{where}: {message}")
+    return warnings
+
+
+_ORDER: Final = ("added", "port and target changed", "port changed", "target changed", "touched", "removed")
+
+
+def summarize(preview: Mapping[str, Any]) -> Summary:
+    """Reads a `pulumi preview --json` document."""
+    steps = [s for s in preview.get("steps") or [] if isinstance(s, Mapping)]
+    alloc = _allocation(steps)
+    endpoints = _endpoints(preview, steps)
+    rows = sorted(
+        (_row(inst, alloc, endpoints) for inst in _collect(steps).values()),
+        key=lambda r: (_ORDER.index(r.change), r.instance),
+    )
+    summary = preview.get("changeSummary")
+    return Summary(
+        stack=_stack_name(steps),
+        rows=tuple(rows),
+        warnings=tuple(_warnings(preview, rows, alloc)),
+        resource_changes={str(k): int(v) for k, v in summary.items()} if isinstance(summary, Mapping) else {},
+    )
+
+
+# --- rendering ---------------------------------------------------------------------------------------------------
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def _change_cell(row: InstanceChange) -> str:
+    text = row.change
+    if row.change in ("port changed", "port and target changed"):
+        text += f" ({row.old_port} → {row.new_port})"
+    if row.replaced:
+        text += "; replaces " + ", ".join(row.replaced)
+    if row.touched:
+        text += ": " + "; ".join(row.touched)
+    return text
+
+
+def render(summary: Summary) -> str:
+    """The Markdown comment: a heading, the table, the warnings."""
+    counts: dict[str, int] = {}
+    for row in summary.rows:
+        counts[row.change] = counts.get(row.change, 0) + 1
+    title = f"### ssh-gateway preview: `{summary.stack}`" if summary.stack else "### ssh-gateway preview"
+    lines = [title, ""]
+    if summary.rows:
+        tally = ", ".join(f"{counts[c]} {c}" for c in _ORDER if c in counts)
+        lines += [f"Instances: {tally}.", ""]
+        lines += [
+            "| Instance | Change | Public endpoint | Target | NSG rules |",
+            "| --- | --- | --- | --- | --- |",
+        ]
+        for row in summary.rows:
+            endpoint = f"~~`{row.endpoint}`~~" if row.change == "removed" else f"`{row.endpoint}`"
+            cells = [
+                f"`{row.instance}`",
+                _change_cell(row),
+                endpoint,
+                row.target,
+                "; ".join(row.firewall) or "—",
+            ]
+            lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
+    else:
+        lines.append("No instance gains, loses or changes a public port, target or NSG rule.")
+    changed = {op: n for op, n in summary.resource_changes.items() if op != "same" and n}
+    if changed:
+        lines += ["", "Resources: " + ", ".join(f"{n} to {op}" for op, n in sorted(changed.items())) + "."]
+    if summary.warnings:
+        lines += ["", "**Warnings**", ""]
+        lines += [f"- {w}" for w in summary.warnings]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Render `pulumi preview --json` as a Markdown summary.")
+    parser.add_argument("file", nargs="?", default="-", help="the preview's JSON (default: stdin)")
+    args = parser.parse_args(argv)
+    text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text()
+    try:
+        preview = json.loads(text)
+    except json.JSONDecodeError as exc:
+        print(
+            f"preview_summary: not the JSON of `pulumi preview --json` ({exc}); input began: {text[:200]!r}",
+            file=sys.stderr,
+        )
+        return 2
+    if not isinstance(preview, Mapping):
+        print("preview_summary: expected a JSON object with `steps`", file=sys.stderr)
+        return 2
+    sys.stdout.write(render(summarize(preview)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,65 @@
+"""What `pulumi preview --diff` shows for `PangolinTcpResource`, in the real CLI: per-property changes, and
+whether a change updates in place or replaces."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from pulumi.automation import OpType
+
+from pangolin_emulator.harness import EmulatorHandle
+
+from .conftest import StackFactory, stack_config, static_instance
+from .probe import make_probe
+
+pytestmark = pytest.mark.integration
+
+
+def _block(stdout: str, resource: str) -> str:
+    """The lines `--diff` prints for one resource (up to the next resource or the outputs)."""
+    start = stdout.index(f"::{resource}]")
+    end = min(i for i in (stdout.find("pulumi-python:dynamic", start), stdout.find("--outputs:--", start)) if i > 0)
+    return stdout[start:end]
+
+
+def test_a_pinned_port_change_reads_as_an_in_place_proxy_port_change(
+    emulator: EmulatorHandle, make_stack: StackFactory
+) -> None:
+    stack = make_stack(stack_config(emulator, [static_instance("a", port=40001)]))
+    stack.up()
+    stack = make_stack(stack_config(emulator, [static_instance("a", port=40002)]), name=stack.name)
+
+    preview = stack.preview(diff=True)
+    block = _block(preview.stdout, "a-pangolin")
+    assert re.search(r"^\s*~ pulumi-python:dynamic/pangolin:TcpResource: \(update\)", preview.stdout, re.M)
+    assert re.search(r"^\s*~ proxyPort\s*: 40001 => 40002$", block, re.M), block
+    # Only the port changes: every other property is shown unchanged, and nothing is replaced.
+    assert len(re.findall(r"^\s*~ ", block, re.M)) == 1, block
+    assert "replace" not in block
+    assert preview.change_summary.get(OpType.REPLACE) is None
+
+
+def test_a_protocol_change_says_replace(tmp_path: Path, emulator: EmulatorHandle) -> None:
+    probe = make_probe(
+        tmp_path,
+        'pangolin("ssh", 40005, protocol=config.get("protocol") or "tcp")\n',
+        {"probe:apiUrl": emulator.url},
+        PANGOLIN_API_KEY=emulator.api_key,
+    )
+    try:
+        up = probe.pulumi("up", "--yes", "--skip-preview")
+        assert up.returncode == 0, up.stdout + up.stderr
+        probe.configure({"probe:apiUrl": emulator.url, "probe:protocol": "udp"})
+
+        preview = probe.pulumi("preview", "--diff")
+        assert preview.returncode == 0, preview.stdout + preview.stderr
+        assert re.search(r"^\s*\+-pulumi-python:dynamic/pangolin:TcpResource: \(replace\)", preview.stdout, re.M), (
+            preview.stdout
+        )
+        assert re.search(r"^\s*~ protocol\s*: \"tcp\" => \"udp\"$", preview.stdout, re.M), preview.stdout
+        assert re.search(r"^\s*\+-1 to replace$", preview.stdout, re.M), preview.stdout
+    finally:
+        destroyed = probe.pulumi("destroy", "--yes", "--skip-preview")
+        assert destroyed.returncode == 0, destroyed.stdout + destroyed.stderr

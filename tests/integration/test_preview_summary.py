@@ -1,0 +1,79 @@
+"""The preview summary on real `pulumi preview --json` output of a local-style stack."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from pangolin_emulator.harness import EmulatorHandle
+from ssh_gateway.preview_summary import render, summarize
+from ssh_gateway.toolchain import REPO
+
+from .cli import pulumi, run
+from .conftest import StackFactory, stack_config, static_instance
+
+pytestmark = pytest.mark.integration
+
+
+def test_summary_of_a_real_preview(emulator: EmulatorHandle, make_stack: StackFactory) -> None:
+    stack = make_stack(stack_config(emulator, [static_instance(n) for n in "abc"], port_range="40000-40004"))
+    stack.up()  # a 40000, b 40001, c 40002
+    changed = [
+        static_instance("a", port=40004),  # pinned elsewhere: port changed
+        static_instance("c", staticPort=2223),  # target changed
+        static_instance("d"),  # added on the last never-used port
+        static_instance("e"),  # added on a freed port
+    ]  # b removed
+    make_stack(stack_config(emulator, changed, port_range="40000-40004"), name=stack.name)
+
+    preview = pulumi("preview", "--json", "--stack", stack.name)
+    assert preview.returncode == 0, preview.stderr
+    summary = summarize(json.loads(preview.stdout))
+
+    assert summary.stack == stack.name
+    rows = {row.instance: row for row in summary.rows}
+    assert {name: row.change for name, row in rows.items()} == {
+        "a": "port changed",
+        "b": "removed",
+        "c": "target changed",
+        "d": "added",
+        "e": "added",
+    }
+    assert (rows["a"].old_port, rows["a"].new_port) == (40000, 40004)
+    assert rows["a"].endpoint == "ssh -p 40004 root@ssh-a.example.test"
+    assert rows["b"].endpoint == "ssh -p 40001 root@ssh-b.example.test"  # the endpoint that goes away
+    assert rows["c"].target == "127.0.0.1:2222 → 127.0.0.1:2223"
+    assert rows["d"].endpoint == "ssh -p 40003 root@ssh-d.example.test"
+    assert all(row.firewall == () for row in summary.rows)  # firewall.enabled is false here
+    e_port = rows["e"].new_port
+    assert e_port in (40000, 40001)
+    other = 40001 if e_port == 40000 else 40000
+
+    markdown = render(summary)
+    assert markdown.startswith(f"### ssh-gateway preview: `{stack.name}`\n")
+    assert "Instances: 2 added, 1 port changed, 1 target changed, 1 removed." in markdown
+    assert "| `a` | port changed (40000 → 40004) | `ssh -p 40004 root@ssh-a.example.test` | 127.0.0.1:2222 | — |" in (
+        markdown
+    )
+    assert "| `b` | removed | ~~`ssh -p 40001 root@ssh-b.example.test`~~ |" in markdown
+    # Warnings: 4 of the 5 ports allocated, the port nobody has now, and the one that changes hands.
+    assert "- Port range 40000-40004 is 80% allocated (4 of 5 usable ports, 1 free)" in markdown
+    holder = {40000: "a", 40001: "b"}
+    assert f"- Ports freed: {other} (was `{holder[other]}`)." in markdown
+    assert f"- Port {e_port} passes from `{holder[e_port]}` to `e`" in markdown
+
+    # The script renders the same preview the same way.
+    script = run([str(REPO / "scripts" / "preview-summary"), stack.name])
+    assert script.returncode == 0, script.stderr
+    assert script.stdout == markdown
+
+
+def test_summary_of_a_preview_without_changes(emulator: EmulatorHandle, make_stack: StackFactory) -> None:
+    stack = make_stack(stack_config(emulator, [static_instance("a")]))
+    stack.up()
+    preview = pulumi("preview", "--json", "--stack", stack.name)
+    assert preview.returncode == 0, preview.stderr
+    markdown = render(summarize(json.loads(preview.stdout)))
+    assert "No instance gains, loses or changes a public port, target or NSG rule." in markdown
+    assert "Warnings" not in markdown

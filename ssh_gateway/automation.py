@@ -19,7 +19,7 @@ from .toolchain import REPO, pulumi_env, pulumi_root
 def stack_file(stack: str, work_dir: Path = REPO) -> Path:
     """Where a stack's config lives: the project's `stackConfigDir` (stacks/ here), else beside Pulumi.yaml."""
     project = yaml.safe_load((work_dir / "Pulumi.yaml").read_text())
-    return work_dir / project.get("stackConfigDir", ".") / f"Pulumi.{stack}.yaml"
+    return work_dir / str(project.get("stackConfigDir", ".")) / f"Pulumi.{stack}.yaml"
 
 
 def workspace_options(work_dir: Path = REPO) -> auto.LocalWorkspaceOptions:

@@ -1,0 +1,210 @@
+"""A real OpenSSH server on loopback, standing in for the instances' pods (the demo and the tests use it).
+
+It runs from a directory of its own: config, host key, `authorized_keys`, pid file and log. It works as root
+(CI) and as a normal user (a laptop): a non-root sshd can log in only the user running it, so `AllowUsers`
+names exactly that user. It daemonizes, so a caller may leave it running (`scripts/demo --keep`) and stop it
+later from its pid file.
+"""
+
+from __future__ import annotations
+
+import getpass
+import hashlib
+import os
+import re
+import shutil
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .pidfile import PidFile
+from .sshkeys import openssh_private_key, openssh_public_key
+
+__all__ = [
+    "DEMO_HOST_KEY_SEED",
+    "KeyPair",
+    "LocalSshd",
+    "SshdError",
+    "ensure_client_keypair",
+    "find_sshd",
+    "login_user",
+    "wait_for_port",
+]
+
+DEMO_HOST_KEY_SEED = hashlib.sha256(b"ssh-gateway: the local demo sshd's host key, loopback only").digest()
+"""Seed of the host key that stacks/Pulumi.local.yaml pins. Public on purpose: the key only ever serves
+127.0.0.1, like the emulator's local-only API key; see `sshkeys`."""
+
+_PRIVSEP_MISSING = re.compile(r"Missing privilege separation directory: (\S+)")
+
+
+class SshdError(RuntimeError):
+    """sshd (or ssh-keygen) is missing, or the server did not come up; the message says why."""
+
+
+def login_user() -> str:
+    """The user this process runs as: the only one a non-root sshd can log in."""
+    return getpass.getuser()
+
+
+def find_sshd() -> Path:
+    """sshd's absolute path (it must be started by absolute path to re-exec itself for each connection)."""
+    # Debian puts sshd in /usr/sbin, which a normal user's PATH often lacks.
+    found = shutil.which("sshd") or shutil.which("sshd", path="/usr/sbin:/usr/local/sbin:/sbin")
+    if not found:
+        raise SshdError("sshd is not installed: run scripts/system-packages (apt-get install openssh-server)")
+    return Path(found).resolve()
+
+
+@dataclass(frozen=True)
+class KeyPair:
+    """A client key pair on disk."""
+
+    private: Path
+    """The private key file (mode 0600), for `ssh -i`."""
+    public_key: str
+    """`ssh-ed25519 AAAA... comment`, for `authorized_keys`."""
+
+
+def ensure_client_keypair(private: Path, comment: str) -> KeyPair:
+    """An Ed25519 key pair at `private` (+ `.pub`): generated once with ssh-keygen, reused afterwards."""
+    public = private.with_name(private.name + ".pub")
+    if not (private.exists() and public.exists()):
+        keygen = shutil.which("ssh-keygen")
+        if keygen is None:
+            raise SshdError("ssh-keygen is not installed: run scripts/system-packages (openssh-client)")
+        private.parent.mkdir(parents=True, exist_ok=True)
+        private.unlink(missing_ok=True)
+        public.unlink(missing_ok=True)
+        subprocess.run(  # noqa: S603 - fixed argv
+            [keygen, "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", str(private)],
+            check=True,
+            capture_output=True,
+            timeout=30,
+        )
+    return KeyPair(private, public.read_text().strip())
+
+
+def wait_for_port(host: str, port: int, timeout: float) -> bool:
+    """True once host:port accepts a TCP connection, False if it still does not after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with socket.create_connection((host, port), timeout=0.5):
+                return True
+        except OSError:
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(0.05)
+
+
+def _quote(path: Path) -> str:
+    """A path as one sshd_config argument (the config format splits on spaces unless quoted)."""
+    return f'"{path}"'
+
+
+class LocalSshd:
+    """One sshd listening on `host:port`, configured and run from `directory`."""
+
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        host: str = "127.0.0.1",
+        port: int,
+        authorized_keys: list[str],
+        host_key_seed: bytes = DEMO_HOST_KEY_SEED,
+    ) -> None:
+        self.directory = directory
+        self.host = host
+        self.port = port
+        self.authorized_keys = authorized_keys
+        self.host_key_seed = host_key_seed
+        self.config_file = directory / "sshd_config"
+        self.host_key_file = directory / "ssh_host_ed25519_key"
+        self.authorized_keys_file = directory / "authorized_keys"
+        self.pid_file = directory / "sshd.pid"
+        self.log_file = directory / "sshd.log"
+        self._pid = PidFile(self.pid_file, marker=str(self.config_file))
+
+    @property
+    def host_public_key(self) -> str:
+        """`ssh-ed25519 AAAA...`: what a known_hosts line (or the stack's `hostKey`) pins."""
+        return openssh_public_key(self.host_key_seed)
+
+    def write_files(self) -> None:
+        """Host key, authorized_keys and config; rewritten every time so they always match the arguments."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.host_key_file.unlink(missing_ok=True)
+        # sshd refuses a host key that others can read, whatever StrictModes says.
+        fd = os.open(self.host_key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as out:
+            out.write(openssh_private_key(self.host_key_seed, "ssh-gateway-local-sshd"))
+        self.authorized_keys_file.write_text("".join(f"{key}\n" for key in self.authorized_keys))
+        self.config_file.write_text(
+            "\n".join(
+                [
+                    "# Written by ssh_gateway.local_sshd: a loopback-only sshd standing in for the instances' pods.",
+                    f"ListenAddress {self.host}:{self.port}",
+                    f"HostKey {_quote(self.host_key_file)}",
+                    f"PidFile {_quote(self.pid_file)}",
+                    f"AuthorizedKeysFile {_quote(self.authorized_keys_file)}",
+                    # Not root, sshd can only log in its own user anyway; as root, allow no one else either.
+                    f"AllowUsers {login_user()}",
+                    "PubkeyAuthentication yes",
+                    "PasswordAuthentication no",
+                    "KbdInteractiveAuthentication no",
+                    # PAM sessions need root; a non-root sshd must do without, so both modes do.
+                    "UsePAM no",
+                    # The files live in a checkout (e.g. group-writable dirs) that StrictModes would reject.
+                    "StrictModes no",
+                    "PermitRootLogin prohibit-password",
+                    "PrintMotd no",
+                    "X11Forwarding no",
+                    "AllowAgentForwarding no",
+                    "LogLevel VERBOSE",
+                    "",
+                ]
+            )
+        )
+
+    def running_pid(self) -> int | None:
+        """The pid of this directory's sshd if it is running, else None."""
+        return self._pid.running_pid()
+
+    def start(self, timeout: float = 10.0) -> int:
+        """Starts sshd (daemonized) and waits until it accepts connections; returns its pid."""
+        self.write_files()
+        self.pid_file.unlink(missing_ok=True)
+        argv = [str(find_sshd()), "-f", str(self.config_file), "-E", str(self.log_file)]
+        for _ in range(2):
+            result = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)  # noqa: S603
+            missing = _PRIVSEP_MISSING.search(result.stderr)
+            if result.returncode == 0 or not missing:
+                break
+            if os.geteuid() != 0:
+                raise SshdError(f"sshd: {missing[0]} (only root sshd needs it; create it as root)")
+            # Run as root, sshd wants its privilege-separation directory (Debian: /run/sshd), which only the
+            # init script creates; containers without init never run it.
+            Path(missing[1]).mkdir(mode=0o755, parents=True, exist_ok=True)
+        if result.returncode != 0:
+            raise SshdError(f"sshd did not start (exit {result.returncode}): {result.stderr.strip()}{self._log_tail()}")
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            pid = self.running_pid()
+            if pid is not None and wait_for_port(self.host, self.port, 0.2):
+                return pid
+            time.sleep(0.05)
+        raise SshdError(f"sshd did not listen on {self.host}:{self.port} within {timeout:.0f}s{self._log_tail()}")
+
+    def stop(self, timeout: float = 5.0) -> bool:
+        """Stops this directory's sshd if it runs; True if it was running."""
+        return self._pid.terminate(timeout)
+
+    def _log_tail(self, lines: int = 15) -> str:
+        if not self.log_file.exists():
+            return ""
+        tail = self.log_file.read_text(errors="replace").splitlines()[-lines:]
+        return f"\n  last lines of {self.log_file}:\n    " + "\n    ".join(tail) if tail else ""

@@ -1,0 +1,86 @@
+"""`python -m ssh_gateway.doctor --stack NAME`: exit 0 when every instance is healthy, 1 when one is broken,
+2 when the doctor cannot run (no such stack, no outputs)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Sequence
+
+from pulumi import automation as auto
+
+from ssh_gateway.automation import workspace_options
+from ssh_gateway.toolchain import REPO, ToolchainMissing
+
+from .diagnose import diagnose
+from .model import endpoints_from_outputs
+from .report import as_json, render
+
+API_KEY_ENV = "PANGOLIN_API_KEY"
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m ssh_gateway.doctor",
+        description="Check every instance of a stack along the ssh path and name the first broken layer: "
+        "dns, tcp, banner, hostkey, pangolin.",
+    )
+    parser.add_argument("--stack", required=True, help="the stack whose outputs to check, e.g. local")
+    parser.add_argument("--json", action="store_true", help="print the findings as JSON")
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=3.0,
+        help="seconds for all of one instance's checks; instances run in parallel (default: %(default)s)",
+    )
+    parser.add_argument("--instance", action="append", metavar="NAME", help="check only this instance (repeatable)")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.timeout <= 0:
+        _parser().error("--timeout must be positive")
+    started = time.monotonic()
+    try:
+        stack = auto.select_stack(args.stack, work_dir=str(REPO), opts=workspace_options())
+        outputs = {key: value.value for key, value in stack.outputs().items()}
+    except (auto.StackNotFoundError, ToolchainMissing) as exc:
+        print(f"doctor: cannot open stack {args.stack!r}: {exc}", file=sys.stderr)
+        return 2
+    project = stack.workspace.project_settings().name
+    endpoints = endpoints_from_outputs(outputs, project=project, stack=stack.name)
+    if not endpoints:
+        print(f"doctor: stack {args.stack!r} has no endpoints in its outputs: run pulumi up first", file=sys.stderr)
+        return 2
+    if args.instance:
+        unknown = sorted(set(args.instance) - {ep.instance for ep in endpoints})
+        if unknown:
+            print(f"doctor: stack {args.stack!r} has no instance {', '.join(unknown)}", file=sys.stderr)
+            return 2
+        endpoints = [ep for ep in endpoints if ep.instance in args.instance]
+    pangolin = dict(outputs.get("pangolin") or {})
+    reports = diagnose(endpoints, api_url=str(pangolin.get("url", "")), api_key=_api_key(stack), timeout=args.timeout)
+    elapsed = time.monotonic() - started
+    if args.json:
+        print(json.dumps(as_json(reports, stack=stack.name, elapsed=elapsed), indent=2))
+    else:
+        print(render(reports, stack=stack.name, elapsed=elapsed), end="")
+    return 0 if all(r.broken is None for r in reports) else 1
+
+
+def _api_key(stack: auto.Stack) -> str | None:
+    """PANGOLIN_API_KEY, else the stack's secret; never printed."""
+    if os.environ.get(API_KEY_ENV):
+        return os.environ[API_KEY_ENV]
+    try:
+        return stack.get_config("pangolin:apiKey").value
+    except auto.CommandError:
+        return None  # not set: the Pangolin check says so
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,360 @@
+"""The main job on one machine: a real `ssh` reaches a real sshd through a port the program allocated.
+
+    scripts/demo            start the emulator (data plane on) and sshd, `pulumi up` the local stack, ssh through
+                            every instance's public port, print the answers, the endpoints and the ssh config,
+                            then stop what it started
+    scripts/demo --keep     the same, but leave the emulator and sshd running (scripts/demo down stops them)
+    scripts/demo down       destroy the stack's resources and stop whatever the demo left running
+
+The path is the real one, minus the cloud: ssh client -> 127.0.0.1:PORT (the emulator's data plane, standing in
+for Gerbil + Traefik + Newt, listening because the stack created an enabled Pangolin TCP resource on PORT) ->
+the resource's target 127.0.0.1:2222 -> sshd. State (keys, logs, pid files, the emulator's db) lives in
+.pulumi-state/demo/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pulumi import automation as auto
+
+from components.settings import Settings, decode_config, parse_settings
+
+from .automation import open_stack
+from .doctor import diagnose, endpoints_from_outputs
+from .doctor.checks import fingerprint
+from .doctor.model import parse_known_hosts
+from .local_pangolin import EmulatorError, LocalEmulator
+from .local_sshd import KeyPair, LocalSshd, SshdError, ensure_client_keypair, login_user, wait_for_port
+from .toolchain import REPO
+
+__all__ = ["main"]
+
+_HEARTBEAT = 15.0
+_SSH_TIMEOUT = 30.0
+
+
+def say(line: str = "") -> None:
+    print(line, flush=True)
+
+
+@contextmanager
+def step(label: str) -> Iterator[None]:
+    """`==> label`, a heartbeat while it runs, and how long it took."""
+    say(f"==> {label}")
+    started = time.monotonic()
+    done = threading.Event()
+
+    def beat() -> None:
+        while not done.wait(_HEARTBEAT):
+            say(f"    ... {label}: {time.monotonic() - started:.0f}s")
+
+    threading.Thread(target=beat, daemon=True).start()
+    try:
+        yield
+    except BaseException:
+        say(f"    failed after {time.monotonic() - started:.1f}s")
+        raise
+    finally:
+        done.set()
+    say(f"    done in {time.monotonic() - started:.1f}s")
+
+
+def default_state_dir(stack: str) -> Path:
+    return REPO / ".pulumi-state" / ("demo" if stack == "local" else f"demo-{stack}")
+
+
+@dataclass
+class Machine:
+    """What stands in for the gateway and the pods: the emulator and one sshd per distinct static target."""
+
+    emulator: LocalEmulator
+    sshds: list[LocalSshd]
+    started: list[Callable[[], bool]]
+    """Stop functions of the processes this run started (not those an earlier --keep run left)."""
+
+
+def _read_settings(stack: auto.Stack) -> tuple[Settings, str]:
+    config = {key: value.value for key, value in stack.get_all_config().items()}
+    api_key = config.get("pangolin:apiKey")
+    if not api_key:
+        raise SystemExit(f"demo: stack {stack.name} has no pangolin:apiKey secret")
+    return parse_settings(decode_config(config)), api_key
+
+
+def _own_user(stack: auto.Stack, settings: Settings) -> Settings:
+    """Makes every instance's `user` the user running the demo.
+
+    A non-root sshd can log in only the user running it. Setting that user in the stack (rather than passing
+    `ssh -l`) keeps what the program generates true: the endpoints, the ssh commands and the ssh config all name
+    a user who can log in. As root (CI) the stack's default `root` is already right and nothing changes.
+    """
+    me = login_user()
+    wrong = {f"ssh-gateway:instances[{i}].user": auto.ConfigValue(me) for i, inst in enumerate(settings.instances)
+             if inst.user != me}  # fmt: skip
+    if not wrong:
+        return settings
+    say(f"==> setting the instances' user to {me} in the stack config (sshd not run as root logs in only {me})")
+    stack.set_all_config(wrong, path=True)
+    return _read_settings(stack)[0]
+
+
+def _machine(settings: Settings, api_key: str, state: Path, keys: KeyPair) -> Machine:
+    emulator = LocalEmulator(
+        state / "pangolin", url=settings.pangolin.url, org_id=settings.pangolin.org_id, api_key=api_key
+    )
+    if any(i.target != "static" for i in settings.instances):
+        raise SystemExit("demo: every instance of the stack must have target: static (a local sshd)")
+    targets = sorted({(i.static_host, i.static_port) for i in settings.instances})
+    sshds = []
+    for host, port in targets:
+        assert host is not None and port is not None  # noqa: S101 - settings require both for static targets
+        if host not in ("127.0.0.1", "localhost"):
+            raise SystemExit(f"demo: staticHost {host} is not loopback; the demo runs sshd on this machine only")
+        sshds.append(LocalSshd(state / f"sshd-{port}", host=host, port=port, authorized_keys=[keys.public_key]))
+    return Machine(emulator, sshds, [])
+
+
+def _start(machine: Machine) -> None:
+    emulator = machine.emulator
+    with step(f"Pangolin emulator with its data plane on {emulator.host}:{emulator.port}"):
+        pid = emulator.running_pid()
+        if pid is not None and emulator.healthy():
+            say(f"    already running (pid {pid}, left by --keep): reusing it")
+        else:
+            pid = emulator.start()
+            machine.started.append(emulator.stop)
+            say(f"    started (pid {pid}, log {_rel(emulator.log_file)})")
+    for sshd in machine.sshds:
+        with step(f"sshd on {sshd.host}:{sshd.port} (the instances' target)"):
+            pid = sshd.running_pid()
+            if pid is not None:
+                sshd.write_files()  # the same files; authorized_keys may have a new key
+                say(f"    already running (pid {pid}, left by --keep): reusing it")
+            else:
+                pid = sshd.start()
+                machine.started.append(sshd.stop)
+                say(f"    started (pid {pid}, log {_rel(sshd.log_file)}), host key {fingerprint(sshd.host_public_key)}")
+
+
+def _print_resource_steps(event: auto.EngineEvent) -> None:
+    """One line per resource that changes; nothing for the ones that stay the same."""
+    pre = event.resource_pre_event
+    if pre is None or pre.metadata.op in (auto.OpType.SAME, auto.OpType.READ, auto.OpType.REFRESH):
+        return
+    name = pre.metadata.urn.rsplit("::", 1)[-1]
+    say(f"    {pre.metadata.op.value:<8} {pre.metadata.type} {name}")
+
+
+def _write_ssh_files(outputs: dict[str, Any], state: Path, keys: KeyPair) -> Path:
+    """`ssh_config` = the program's `sshConfig` output + the demo's key and known_hosts, for `ssh -F`."""
+    known_hosts = state / "known_hosts"
+    lines = str(outputs.get("knownHosts") or "")
+    known_hosts.write_text(lines.strip() + "\n" if lines.strip() else "")
+    pins = parse_known_hosts(lines)
+    # Every instance pinned: refuse any other key. Otherwise learn the unpinned ones on first use.
+    every = all((str(ep["host"]), int(ep["port"])) in pins for ep in outputs["endpoints"].values())
+    strict = "yes" if every else "accept-new"
+    config = state / "ssh_config"
+    config.write_text(
+        str(outputs["sshConfig"]).rstrip("\n")
+        + "\n\n# Added by scripts/demo: the demo's key, and the stack's knownHosts output as the known_hosts.\n"
+        + "Host *\n"
+        + f'    IdentityFile "{keys.private}"\n'
+        + "    IdentitiesOnly yes\n"
+        + f'    UserKnownHostsFile "{known_hosts}"\n'
+        + f"    StrictHostKeyChecking {strict}\n"
+    )
+    return config
+
+
+@dataclass(frozen=True)
+class Answer:
+    instance: str
+    ok: bool
+    text: str
+
+
+def _ssh(config: Path, instance: str, alias: str, where: str) -> Answer:
+    """The real ssh client, non-interactive, through the generated config's `Host` alias."""
+    remote = f'echo "hello from {instance}: $(id -un)@$(hostname), reached through {where}"'
+    argv = [
+        "ssh", "-F", str(config), "-o", "BatchMode=yes", "-o", "ConnectTimeout=5", "-o", "LogLevel=ERROR",
+        alias, remote,
+    ]  # fmt: skip
+    try:
+        result = subprocess.run(argv, capture_output=True, text=True, timeout=_SSH_TIMEOUT, check=False)  # noqa: S603
+    except subprocess.TimeoutExpired:
+        return Answer(instance, False, f"ssh did not finish within {_SSH_TIMEOUT:.0f}s")
+    if result.returncode != 0:
+        return Answer(instance, False, (result.stderr.strip() or f"ssh exited {result.returncode}"))
+    return Answer(instance, True, result.stdout.strip())
+
+
+def _ssh_all(outputs: dict[str, Any], config: Path) -> list[Answer]:
+    endpoints = outputs["endpoints"]
+    for ep in endpoints.values():
+        # The data plane follows Pangolin within about a second of the change.
+        wait_for_port(str(ep["host"]), int(ep["port"]), 5.0)
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        futures = [
+            pool.submit(_ssh, config, name, f"ssh-{name}", f"{ep['host']}:{ep['port']}")
+            for name, ep in sorted(endpoints.items())
+        ]
+        return [f.result() for f in futures]
+
+
+def _print_endpoints(outputs: dict[str, Any]) -> None:
+    rows = [("INSTANCE", "ENDPOINT", "USER", "PANGOLIN RESOURCE", "SSH")]
+    for name, ep in sorted(outputs["endpoints"].items()):
+        rows.append((name, f"{ep['host']}:{ep['port']}", ep["user"], str(ep["pangolinResourceId"]), ep["ssh"]))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for row in rows:
+        say("    " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+
+
+def _diagnose_failures(stack: auto.Stack, outputs: dict[str, Any], api_key: str, failed: set[str]) -> None:
+    """The doctor's verdict for each instance that did not answer, while the processes still run."""
+    endpoints = endpoints_from_outputs(outputs, project=stack.workspace.project_settings().name, stack=stack.name)
+    reports = diagnose(
+        [ep for ep in endpoints if ep.instance in failed],
+        api_url=str(outputs["pangolin"]["url"]),
+        api_key=api_key,
+        timeout=3.0,
+    )
+    for report in reports:
+        broken = report.broken
+        if broken is not None:
+            say(f"    {report.endpoint.instance}: broken at {broken.layer}: {broken.detail}\n      fix: {broken.fix}")
+
+
+def up(stack_name: str, state: Path, *, keep: bool) -> int:
+    started = time.monotonic()
+    state.mkdir(parents=True, exist_ok=True)
+    with step(f"stack {stack_name}: read its config"):
+        stack = open_stack(stack_name)
+        settings, api_key = _read_settings(stack)
+        pangolin, ports = settings.pangolin.url, settings.ports.range
+        say(f"    {len(settings.instances)} instances, Pangolin at {pangolin}, public ports {ports}")
+    settings = _own_user(stack, settings)
+    keys = ensure_client_keypair(state / "id_ed25519", comment=f"ssh-gateway-demo {login_user()}")
+    machine = _machine(settings, api_key, state, keys)
+    answers: list[Answer] = []
+    error = False
+    try:
+        _start(machine)
+        # refresh: if the emulator's db was reset since the last run, the stack learns it and recreates.
+        with step(f"pulumi up --refresh (stack {stack_name})"):
+            result = stack.up(refresh=True, on_event=_print_resource_steps, color="never")
+            changes = {k: v for k, v in (result.summary.resource_changes or {}).items() if k != "same"}
+            say(f"    {'changes: ' + str(changes) if changes else 'no changes'}")
+        outputs = {key: value.value for key, value in result.outputs.items()}
+        config = _write_ssh_files(outputs, state, keys)
+        with step("ssh through every instance's public port (BatchMode, the demo's key)"):
+            answers = _ssh_all(outputs, config)
+            for answer in answers:
+                say(f"    {answer.instance}: {answer.text}" if answer.ok else f"!!! {answer.instance}: {answer.text}")
+        failed = {a.instance for a in answers if not a.ok}
+        if failed:
+            with step("doctor: which layer is broken"):
+                _diagnose_failures(stack, outputs, api_key, failed)
+        say("==> endpoints")
+        _print_endpoints(outputs)
+        say(f"==> ~/.ssh/config blocks (in {_rel(config)} with the demo's key: ssh -F {_rel(config)} ssh-<instance>)")
+        for line in str(outputs["sshConfig"]).rstrip("\n").splitlines():
+            say(f"    {line}".rstrip())
+        if outputs.get("knownHosts"):
+            say(f"==> known_hosts lines: the pinned host keys (in {_rel(state / 'known_hosts')})")
+            for line in str(outputs["knownHosts"]).splitlines():
+                say(f"    {line}")
+    except (SshdError, EmulatorError, auto.CommandError) as exc:
+        say(f"!!! {exc}")
+        error = True
+    finally:
+        _finish(machine, keep=keep)
+    took = time.monotonic() - started
+    answered = sum(a.ok for a in answers)
+    total = len(settings.instances)
+    if error or answered != total:
+        say(f"!!! main job failed: {answered}/{total} instances answered ({took:.1f}s)")
+        return 1
+    say(f"==> main job OK: {answered}/{total} instances answered through their public ports ({took:.1f}s)")
+    return 0
+
+
+def _finish(machine: Machine, *, keep: bool) -> None:
+    if keep:
+        say("==> --keep: the emulator and sshd stay up; stop them (and destroy the stack) with: scripts/demo down")
+        return
+    if machine.started:
+        with step("stop the processes this run started"):
+            for stop in reversed(machine.started):
+                stop()
+    leftovers = [p for p in (machine.emulator.running_pid(), *(s.running_pid() for s in machine.sshds)) if p]
+    if leftovers:
+        say("==> processes left by an earlier --keep run are still up: scripts/demo down stops them")
+
+
+def down(stack_name: str, state: Path) -> int:
+    with step(f"stack {stack_name}: read its config"):
+        stack = open_stack(stack_name)
+        settings, api_key = _read_settings(stack)
+        resources = len((stack.export_stack().deployment or {}).get("resources", []))
+    keys = ensure_client_keypair(state / "id_ed25519", comment=f"ssh-gateway-demo {login_user()}")
+    machine = _machine(settings, api_key, state, keys)
+    status = 0
+    if resources:
+        emulator = machine.emulator
+        try:
+            if emulator.running_pid() is None or not emulator.healthy():
+                with step("Pangolin emulator (destroy must reach it to delete the resources)"):
+                    emulator.start()
+            with step(f"pulumi destroy (stack {stack_name})"):
+                stack.destroy(on_event=_print_resource_steps, color="never")
+        except (EmulatorError, auto.CommandError) as exc:
+            say(f"!!! {exc}")
+            status = 1
+    else:
+        say(f"==> stack {stack_name} has no resources: nothing to destroy")
+    with step("stop the demo's processes"):
+        for name, stop in [("emulator", machine.emulator.stop), *((f"sshd :{s.port}", s.stop) for s in machine.sshds)]:
+            say(f"    {name}: {'stopped' if stop() else 'was not running'}")
+    return status
+
+
+def _rel(path: Path) -> str:
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="scripts/demo", description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("action", nargs="?", choices=("up", "down"), default="up")
+    parser.add_argument("--keep", action="store_true", help="leave the emulator and sshd running")
+    parser.add_argument("--stack", default="local", help="the stack to run (default: %(default)s)")
+    parser.add_argument("--state-dir", type=Path, help="keys, logs and pid files (default: .pulumi-state/demo)")
+    args = parser.parse_args(argv)
+    if shutil.which("ssh") is None:
+        say("!!! the ssh client is missing: run scripts/system-packages")
+        return 1
+    state = (args.state_dir or default_state_dir(args.stack)).resolve()
+    if args.action == "down":
+        return down(args.stack, state)
+    return up(args.stack, state, keep=args.keep)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,164 @@
+"""Drift check: has anyone changed Pangolin, Kubernetes or the NSG by hand?
+
+    scripts/drift-check STACK              # the offline toolchain (scripts/pulumi's environment)
+    scripts/drift-check --ambient STACK    # the pulumi on PATH with the environment's backend (CI)
+
+Runs `pulumi preview --refresh --expect-no-changes --json`: the refresh reads every resource as it really is,
+and the preview then proposes to put back whatever differs from the program. Any proposed step is drift; this
+turns it into a message naming each drifted resource, its instance, and what differs (live → declared).
+Exit codes: 0 no drift, 1 drift, 2 the preview itself failed (its errors are printed).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from .toolchain import REPO, pulumi_env
+
+__all__ = ["Drift", "drift_of", "main", "report"]
+
+NO_DRIFT: Final = 0
+DRIFT: Final = 1
+FAILED: Final = 2
+_COMPONENT_TYPE: Final = "ssh-gateway:index:SshInstance"
+_ROLES: Final = ("-service", "-pangolin", "-nsg-rule")
+# Steps that only read: everything else is a change the preview proposes.
+_QUIET_OPS: Final = frozenset({"same", "read", "refresh", "discard", "read-discard"})
+_WHAT: Final = {
+    "update": "changed outside Pulumi",
+    "replace": "changed outside Pulumi (putting it back replaces it)",
+    "create-replacement": "changed outside Pulumi (putting it back replaces it)",
+    "delete-replaced": "changed outside Pulumi (putting it back replaces it)",
+    "create": "missing: deleted outside Pulumi (or never created)",
+    "delete": "in the stack but no longer in the program",
+}
+
+
+@dataclass(frozen=True)
+class Drift:
+    """One resource the preview would change."""
+
+    urn: str
+    op: str
+    differences: tuple[str, ...]
+    """`key: live → declared`, one per differing input."""
+
+    @property
+    def name(self) -> str:
+        return self.urn.rsplit("::", 1)[-1]
+
+    @property
+    def type(self) -> str:
+        return self.urn.split("::")[2].rsplit("$", 1)[-1] if self.urn.count("::") >= 3 else ""
+
+    @property
+    def instance(self) -> str | None:
+        """The SshInstance the resource belongs to: the component itself, or a child named `<instance>-<role>`."""
+        chain = self.urn.split("::")[2].split("$") if self.urn.count("::") >= 3 else []
+        if chain[-1:] == [_COMPONENT_TYPE]:
+            return self.name
+        if _COMPONENT_TYPE in chain:
+            for role in _ROLES:
+                if self.name.endswith(role):
+                    return self.name.removesuffix(role)
+        return None
+
+
+def _inputs(step: Mapping[str, Any], which: str) -> Mapping[str, Any]:
+    state = step.get(which)
+    if not isinstance(state, Mapping):
+        return {}
+    inputs = state.get("inputs")
+    return inputs if isinstance(inputs, Mapping) else {}
+
+
+def _shown(value: Any) -> str:
+    return json.dumps(value, sort_keys=True) if value is not None else "(none)"
+
+
+def drift_of(preview: Mapping[str, Any]) -> list[Drift]:
+    """The resources a `preview --refresh --json` proposes to change, one entry each (replacements merged)."""
+    found: dict[str, Drift] = {}
+    for step in preview.get("steps") or []:
+        if not isinstance(step, Mapping) or step.get("op") in _QUIET_OPS:
+            continue
+        urn, op = str(step.get("urn", "")), str(step.get("op"))
+        live, declared = _inputs(step, "oldState"), _inputs(step, "newState")
+        differences = (
+            tuple(
+                f"{key}: {_shown(live.get(key))} → {_shown(declared.get(key))}"
+                for key in sorted({*live, *declared})
+                if not key.startswith("__") and live.get(key) != declared.get(key)
+            )
+            if live and declared
+            else ()
+        )
+        if urn not in found or (differences and not found[urn].differences):
+            found[urn] = Drift(urn=urn, op=op, differences=differences)
+    return list(found.values())
+
+
+def report(stack: str, drifts: Sequence[Drift]) -> str:
+    """The message: which resources drifted, how, and what to do."""
+    if not drifts:
+        return f"No drift in stack {stack}: Pangolin, Kubernetes and the NSG match the program."
+    lines = [
+        f"Drift in stack {stack}: {len(drifts)} resource(s) differ from what the program declares (live → declared):"
+    ]
+    for drift in drifts:
+        owner = f", instance {drift.instance}" if drift.instance else ""
+        lines.append(f"  - {drift.name} ({drift.type}{owner}): {_WHAT.get(drift.op, drift.op)}")
+        lines += [f"      {difference}" for difference in drift.differences]
+    lines.append(
+        f"Put it back with `pulumi up --refresh --stack {stack}` (without --refresh, up compares with the state, "
+        "which still holds the old values), or adopt the change in the stack's config through a pull request."
+    )
+    return "\n".join(lines)
+
+
+def _run(stack: str, *, ambient: bool) -> subprocess.CompletedProcess[str]:
+    argv = ["pulumi", "preview", "--refresh", "--expect-no-changes", "--json", "--non-interactive", "--stack", stack]
+    env = dict(os.environ) if ambient else pulumi_env()
+    return subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, check=False)  # noqa: S603
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("stack")
+    parser.add_argument(
+        "--ambient",
+        action="store_true",
+        help="use the pulumi on PATH and the environment's backend and secrets (CI), not the offline toolchain",
+    )
+    args = parser.parse_args(argv)
+    result = _run(args.stack, ambient=args.ambient)
+    try:
+        preview = json.loads(result.stdout) if result.stdout.strip() else None
+    except json.JSONDecodeError:
+        preview = None
+    errors = [
+        str(d.get("message", "")).strip()
+        for d in (preview or {}).get("diagnostics") or []
+        if isinstance(d, Mapping) and d.get("severity") == "error"
+    ]
+    drifts = drift_of(preview) if isinstance(preview, Mapping) else []
+    if drifts:
+        print(report(args.stack, drifts))
+        return DRIFT
+    if result.returncode != 0 or preview is None:
+        detail = "\n".join(errors) or result.stderr.strip() or result.stdout.strip()[:2000]
+        print(f"drift-check: the preview of stack {args.stack} failed (exit {result.returncode}):\n{detail}")
+        return FAILED
+    print(report(args.stack, []))
+    return NO_DRIFT
+
+
+if __name__ == "__main__":
+    sys.exit(main())

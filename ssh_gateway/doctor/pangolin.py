@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import httpx
+
 from providers.pangolin.client import PangolinClient
 from providers.pangolin.errors import PangolinAuthError, PangolinError, PangolinNotFound, PangolinTransportError
 
@@ -12,9 +14,17 @@ __all__ = ["check_pangolin"]
 _REFRESH = "run `pulumi up --refresh` to put back what the stack declares"
 
 
-def check_pangolin(endpoint: Endpoint, api_url: str, api_key: str | None, timeout: float) -> Check:
+def check_pangolin(
+    endpoint: Endpoint,
+    api_url: str,
+    api_key: str | None,
+    timeout: float,
+    *,
+    transport: httpx.BaseTransport | None = None,
+) -> Check:
     """One GET of the resource and one of its targets, each within `timeout`, no retries (the doctor must not
-    wait out a backoff). Messages never contain the key: the client builds them from the route and status."""
+    wait out a backoff). Messages never contain the key: the client builds them from the route and status.
+    `transport` is a test seam (httpx.MockTransport)."""
     if endpoint.resource_id is None:
         return Check("pangolin", "fail", "the stack has no Pangolin resource for this instance", "run pulumi up")
     if not api_key:
@@ -25,7 +35,7 @@ def check_pangolin(endpoint: Endpoint, api_url: str, api_key: str | None, timeou
         )
     rid = endpoint.resource_id
     try:
-        with PangolinClient(api_url, api_key, timeout=timeout, max_retries=0) as client:
+        with PangolinClient(api_url, api_key, timeout=timeout, max_retries=0, transport=transport) as client:
             try:
                 resource = client.get_resource(rid)
             except PangolinNotFound:

@@ -1,0 +1,233 @@
+"""The doctor against a stack whose instances are each broken at one layer on purpose, through the real CLI.
+
+One stack, six instances behind the emulator's data plane: one healthy, and one per broken layer, each made
+the way it breaks in real life: no listener on the gateway port, packets dropped (a full accept queue never
+answers a SYN, like a closed firewall), the target's sshd stopped, the Pangolin resource disabled, and a host
+key pinned that the server does not have.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+import pytest
+from pulumi import automation as auto
+
+from pangolin_emulator.harness import EmulatorHandle, running_emulator
+from ssh_gateway.automation import open_stack, remove_stack
+from ssh_gateway.doctor import diagnose, endpoints_from_outputs
+from ssh_gateway.doctor.__main__ import main as doctor_main
+from ssh_gateway.local_sshd import LocalSshd, ensure_client_keypair
+from ssh_gateway.sshkeys import openssh_public_key
+from ssh_gateway.toolchain import REPO
+
+from .conftest import stack_config
+from .local_ports import free_port, free_port_block
+
+pytestmark = pytest.mark.integration
+
+TIMEOUT = 2.0
+
+
+@dataclass
+class World:
+    stack: auto.Stack
+    emulator: EmulatorHandle
+    outputs: dict[str, Any]
+
+
+def _full_listener(port: int) -> list[socket.socket]:
+    """A socket on `port` whose accept queue is full: further SYNs are dropped, so connects time out."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", port))
+    listener.listen(0)
+    fillers = []
+    for _ in range(3):
+        filler = socket.socket()
+        filler.setblocking(False)
+        filler.connect_ex(("127.0.0.1", port))
+        fillers.append(filler)
+    time.sleep(0.2)
+    return [listener, *fillers]
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    root = tmp_path_factory.mktemp("doctor")
+    keys = ensure_client_keypair(root / "id_ed25519", comment="doctor-test")
+    sshd = LocalSshd(root / "sshd", port=free_port(), authorized_keys=[keys.public_key])
+    doomed = LocalSshd(root / "sshd-doomed", port=free_port(), authorized_keys=[keys.public_key])
+    ports = free_port_block(8)
+    no_listener_port, dropped_port = ports[-1], ports[-2]
+    # Bound but not listening, without SO_REUSEADDR: the data plane cannot bind the port, nothing answers on it.
+    blocker = socket.socket()
+    blocker.bind(("127.0.0.1", no_listener_port))
+    dropper = _full_listener(dropped_port)
+    pin = sshd.host_public_key
+
+    def instance(name: str, target: LocalSshd, **extra: Any) -> dict[str, Any]:
+        return {"name": name, "target": "static", "staticHost": "127.0.0.1", "staticPort": target.port, **extra}
+
+    with running_emulator(root / "pangolin", data_plane=True) as emulator:
+        instances = [
+            instance("healthy", sshd, hostKey=pin),
+            instance("no-listener", sshd, port=no_listener_port),
+            instance("dropped", sshd, port=dropped_port),
+            instance("target-down", doomed, hostKey=pin),
+            instance("disabled", sshd, hostKey=pin),
+            instance("wrong-key", sshd, hostKey=openssh_public_key(bytes(32))),
+        ]
+        config = stack_config(
+            emulator,
+            instances,
+            port_range=f"{ports.start}-{ports.stop - 1}",
+            gateway={"hostTemplate": "127.0.0.1"},
+        )
+        stack = open_stack(f"it-doctor-{uuid.uuid4().hex[:8]}", config, secrets={"pangolin:apiKey": emulator.api_key})
+        try:
+            sshd.start()
+            doomed.start()
+            outputs = {k: v.value for k, v in stack.up().outputs.items()}
+            doomed.stop()
+            disabled = outputs["endpoints"]["disabled"]["pangolinResourceId"]
+            httpx.post(
+                f"{emulator.url}/resource/{disabled}",
+                json={"enabled": False},
+                headers={"Authorization": f"Bearer {emulator.api_key}"},
+                timeout=10,
+            ).raise_for_status()
+            time.sleep(1.5)  # the data plane follows Pangolin within a second
+            yield World(stack, emulator, outputs)
+        finally:
+            try:
+                stack.destroy()
+            finally:
+                remove_stack(stack)
+                sshd.stop()
+                doomed.stop()
+                for sock in [blocker, *dropper]:
+                    sock.close()
+
+
+def doctor(world: World, capsys: pytest.CaptureFixture[str], instance: str) -> tuple[int, dict[str, Any]]:
+    """`python -m ssh_gateway.doctor --stack S --json --instance I` in-process: exit status and its one finding."""
+    status = doctor_main(["--stack", world.stack.name, "--json", "--timeout", str(TIMEOUT), "--instance", instance])
+    report = json.loads(capsys.readouterr().out)
+    [finding] = report["instances"]
+    return status, finding
+
+
+def statuses(finding: dict[str, Any]) -> dict[str, str]:
+    return {c["layer"]: c["status"] for c in finding["checks"]}
+
+
+def test_healthy_instance_passes_every_layer(world: World, capsys: pytest.CaptureFixture[str]) -> None:
+    status, finding = doctor(world, capsys, "healthy")
+    assert status == 0
+    assert finding["healthy"] and finding["brokenLayer"] is None
+    assert statuses(finding) == {"dns": "ok", "tcp": "ok", "banner": "ok", "hostkey": "ok", "pangolin": "ok"}
+    checks = {c["layer"]: c["detail"] for c in finding["checks"]}
+    assert checks["banner"].startswith("SSH-2.0-OpenSSH")
+    assert "as pinned" in checks["hostkey"]
+
+
+def test_port_not_listening_is_the_gateway(world: World, capsys: pytest.CaptureFixture[str]) -> None:
+    status, finding = doctor(world, capsys, "no-listener")
+    assert status == 1
+    assert finding["brokenLayer"] == "tcp"
+    assert "was refused" in finding["problem"]
+    assert "tcp-" in finding["fix"] and "Gerbil" in finding["fix"]
+    assert statuses(finding)["pangolin"] == "ok"  # Pangolin is fine: the gateway does not publish the port
+
+
+def test_dropped_packets_time_out_and_name_the_firewall(world: World, capsys: pytest.CaptureFixture[str]) -> None:
+    started = time.monotonic()
+    status, finding = doctor(world, capsys, "dropped")
+    assert status == 1
+    assert finding["brokenLayer"] == "tcp"
+    port = finding["port"]
+    assert f"TCP connect to 127.0.0.1:{port} timed out" in finding["problem"]
+    assert "firewall/NSG rule" in finding["fix"] and f"`tcp-{port}` entry point" in finding["fix"]
+    assert time.monotonic() - started < 15  # the CLI reading outputs, plus at most one timeout
+
+
+def test_target_down_is_no_banner(world: World, capsys: pytest.CaptureFixture[str]) -> None:
+    status, finding = doctor(world, capsys, "target-down")
+    assert status == 1
+    assert finding["brokenLayer"] == "banner"
+    assert "accepted the connection and closed it" in finding["problem"]
+    assert "target behind Pangolin is down" in finding["fix"]
+    assert statuses(finding)["tcp"] == "ok" and statuses(finding)["pangolin"] == "ok"
+
+
+def test_disabled_resource_is_pangolin(world: World, capsys: pytest.CaptureFixture[str]) -> None:
+    status, finding = doctor(world, capsys, "disabled")
+    assert status == 1
+    assert finding["brokenLayer"] == "pangolin"
+    assert f"Pangolin resource {finding['pangolinResourceId']} is disabled" in finding["problem"]
+    assert "pulumi up --refresh" in finding["fix"]
+    assert statuses(finding)["tcp"] == "fail"  # the symptom; the disabled resource is the cause
+
+
+def test_wrong_host_key_is_a_mismatch(world: World, capsys: pytest.CaptureFixture[str]) -> None:
+    status, finding = doctor(world, capsys, "wrong-key")
+    assert status == 1
+    assert finding["brokenLayer"] == "hostkey"
+    assert finding["problem"].startswith(f"host key mismatch: [127.0.0.1]:{finding['port']} presents ssh-ed25519")
+    assert statuses(finding)["banner"] == "ok" and statuses(finding)["pangolin"] == "ok"
+
+
+def test_instances_are_checked_concurrently_within_one_timeout(world: World) -> None:
+    project = world.stack.workspace.project_settings().name
+    endpoints = endpoints_from_outputs(world.outputs, project=project, stack=world.stack.name)
+    started = time.monotonic()
+    reports = diagnose(endpoints, api_url=world.emulator.url, api_key=world.emulator.api_key, timeout=TIMEOUT)
+    elapsed = time.monotonic() - started
+    broken = {r.endpoint.instance: r.broken.layer if r.broken else None for r in reports}
+    assert broken == {
+        "healthy": None,
+        "no-listener": "tcp",
+        "dropped": "tcp",
+        "target-down": "banner",
+        "disabled": "pangolin",
+        "wrong-key": "hostkey",
+    }
+    # "dropped" alone takes the whole timeout; done one by one the others would add to it.
+    assert TIMEOUT * 0.9 <= elapsed < TIMEOUT * 1.5, elapsed
+
+
+def test_the_command_prints_a_table_and_exits_1(world: World) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "ssh_gateway.doctor", "--stack", world.stack.name, "--timeout", str(TIMEOUT)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 1, result.stderr
+    rows = {line.split()[0]: line.split()[-1] for line in result.stdout.splitlines()[1:7]}
+    assert rows == {
+        "disabled": "pangolin",
+        "dropped": "tcp",
+        "healthy": "healthy",
+        "no-listener": "tcp",
+        "target-down": "banner",
+        "wrong-key": "hostkey",
+    }
+    assert "6 instance(s) of stack" in result.stdout and "5 broken" in result.stdout
+    assert world.emulator.api_key.split(".")[1] not in result.stdout + result.stderr
+
+
+def test_unknown_stack_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert doctor_main(["--stack", f"it-missing-{uuid.uuid4().hex[:8]}"]) == 2
+    assert "cannot open stack" in capsys.readouterr().err

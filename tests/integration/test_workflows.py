@@ -1,0 +1,92 @@
+"""The GitHub workflows (.github/): actionlint (pinned, built from Go modules by scripts/bootstrap) finds nothing,
+catches a broken input, and the workflows do what docs/pull-requests.md says."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from ssh_gateway.toolchain import REPO, pulumi_env
+
+pytestmark = pytest.mark.integration
+
+ACTIONLINT_VERSION = "v1.7.12"
+WORKFLOWS = REPO / ".github" / "workflows"
+
+
+def actionlint(*args: str, cwd: Path = REPO) -> subprocess.CompletedProcess[str]:
+    binary = pulumi_env().get("SSH_GATEWAY_ACTIONLINT")
+    assert binary and Path(binary).is_file(), ".toolchain.env has no SSH_GATEWAY_ACTIONLINT: run scripts/bootstrap"
+    return subprocess.run([binary, "-color=false", *args], cwd=cwd, capture_output=True, text=True, check=False)
+
+
+def workflow(name: str) -> dict[Any, Any]:
+    """A workflow as YAML 1.1 reads it: its `on:` key becomes True."""
+    loaded: dict[Any, Any] = yaml.safe_load((WORKFLOWS / name).read_text())
+    return loaded
+
+
+def steps_using(job: dict[str, Any], action: str) -> list[dict[str, Any]]:
+    return [step for step in job["steps"] if str(step.get("uses", "")).startswith(action)]
+
+
+def test_actionlint_is_the_pinned_build() -> None:
+    assert actionlint("-version").stdout.splitlines()[0] == ACTIONLINT_VERSION
+
+
+def test_the_workflows_pass_actionlint() -> None:
+    result = actionlint()  # every workflow under .github/workflows, and the local action they use
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert {p.name for p in WORKFLOWS.glob("*.yml")} >= {"preview.yml", "up.yml", "drift.yml"}
+
+
+def test_actionlint_catches_a_wrong_action_input(tmp_path: Path) -> None:
+    shutil.copytree(REPO / ".github", tmp_path / ".github")
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)  # actionlint finds a project by its repo
+    broken = tmp_path / ".github" / "workflows" / "preview.yml"
+    broken.write_text(broken.read_text().replace("comment-on-pr: true", "comment-on-prs: true"))
+    result = actionlint(cwd=tmp_path)
+    assert result.returncode == 1
+    assert 'input "comment-on-prs" is not defined in action "pulumi/actions@v6"' in result.stdout
+
+
+def test_preview_runs_pulumi_actions_per_stack_and_posts_the_summary() -> None:
+    preview = workflow("preview.yml")
+    assert "pull_request" in preview[True]
+    job = preview["jobs"]["preview"]
+    assert job["strategy"]["matrix"]["stack"] == "${{ fromJSON(needs.stacks.outputs.stacks) }}"
+    [action] = [s for s in steps_using(job, "pulumi/actions@") if s.get("with", {}).get("command")]
+    assert action["with"]["command"] == "preview"
+    assert action["with"]["comment-on-pr"] is True and action["with"]["diff"] is True
+    assert action["with"]["policyPacks"] == "policy"
+    run = "\n".join(str(s.get("run", "")) for s in job["steps"])
+    assert 'scripts/preview-summary --ambient "$STACK"' in run
+    assert steps_using(job, "marocchino/sticky-pull-request-comment@")[0]["with"]["path"].endswith("summary.md")
+    assert {"PULUMI_CONFIG_PASSPHRASE", "PANGOLIN_API_KEY", "ARM_CLIENT_ID"} <= set(job["env"])
+
+
+def test_up_goes_through_each_environment_in_turn() -> None:
+    up = workflow("up.yml")
+    assert up[True]["push"]["branches"] == ["main"]
+    assert [(name, job["with"]["stack"], job.get("needs")) for name, job in up["jobs"].items()] == [
+        ("dev", "dev", None),
+        ("prod", "prod", "dev"),
+    ]
+    job = workflow("up-stack.yml")["jobs"]["up"]
+    assert job["environment"] == "${{ inputs.stack }}"  # the environment's reviewers approve the run
+    [action] = [s for s in steps_using(job, "pulumi/actions@") if s.get("with", {}).get("command")]
+    assert action["with"]["command"] == "up"
+
+
+def test_drift_runs_on_a_schedule_and_by_hand() -> None:
+    drift = workflow("drift.yml")
+    assert set(drift[True]) == {"schedule", "workflow_dispatch"}
+    run = "\n".join(str(s.get("run", "")) for s in drift["jobs"]["drift"]["steps"])
+    assert 'scripts/drift-check --ambient "$STACK"' in run
+    # scripts/drift-check is `preview --refresh --expect-no-changes` (tests/integration/test_drift_check.py).
+    assert '"--refresh", "--expect-no-changes"' in (REPO / "ssh_gateway" / "drift_check.py").read_text()

@@ -198,7 +198,9 @@ def _ssh(config: Path, instance: str, alias: str, where: str) -> Answer:
     except subprocess.TimeoutExpired:
         return Answer(instance, False, f"ssh did not finish within {_SSH_TIMEOUT:.0f}s")
     if result.returncode != 0:
-        return Answer(instance, False, (result.stderr.strip() or f"ssh exited {result.returncode}"))
+        # ssh's last line is the verdict ("Host key verification failed.", "Permission denied (publickey).").
+        lines = result.stderr.strip().splitlines()
+        return Answer(instance, False, lines[-1] if lines else f"ssh exited {result.returncode}")
     return Answer(instance, True, result.stdout.strip())
 
 

@@ -1,0 +1,156 @@
+"""The main job end to end, as `scripts/demo` runs it: the real pulumi CLI, the emulator's data plane, a real
+sshd and the real `ssh` client in BatchMode, through the ports the program allocated.
+
+It runs the demo's own code (`python -m ssh_gateway.demo`) on a stack of its own with free ports, so it never
+clashes with a demo running on this machine: --keep, then a second run (idempotent, reusing what the first
+left), then `down` after the emulator was killed (so down must start it to destroy).
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from pulumi import automation as auto
+
+from pangolin_emulator.keys import generate_api_key
+from ssh_gateway.automation import open_stack, remove_stack
+from ssh_gateway.doctor.__main__ import main as doctor_main
+from ssh_gateway.local_pangolin import LocalEmulator
+from ssh_gateway.local_sshd import DEMO_HOST_KEY_SEED, LocalSshd, login_user, wait_for_port
+from ssh_gateway.sshkeys import openssh_public_key
+from ssh_gateway.toolchain import REPO
+
+from .local_ports import free_port, free_port_block
+
+pytestmark = pytest.mark.integration
+
+INSTANCES = ("alpha", "beta", "gamma")
+
+
+@dataclass
+class Demo:
+    stack: auto.Stack
+    state: Path
+    emulator_port: int
+    sshd_port: int
+
+    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
+        argv = [
+            sys.executable,
+            "-m",
+            "ssh_gateway.demo",
+            *args,
+            "--stack",
+            self.stack.name,
+            "--state-dir",
+            str(self.state),
+        ]
+        return subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
+
+
+@pytest.fixture
+def demo(tmp_path: Path) -> Iterator[Demo]:
+    emulator_port, sshd_port = free_port(), free_port()
+    ports = free_port_block(6)
+    pin = openssh_public_key(DEMO_HOST_KEY_SEED)
+    config = {
+        "ssh-gateway:pangolin": {"url": f"http://127.0.0.1:{emulator_port}/v1", "orgId": "acme", "siteId": 1},
+        "ssh-gateway:ports": {"range": f"{ports.start}-{ports.stop - 1}"},
+        "ssh-gateway:gateway": {"hostTemplate": "127.0.0.1"},
+        "ssh-gateway:firewall": {"enabled": False},
+        "ssh-gateway:instances": [
+            {"name": name, "target": "static", "staticHost": "127.0.0.1", "staticPort": sshd_port, "hostKey": pin}
+            for name in INSTANCES
+        ],
+    }
+    stack = open_stack(f"it-demo-{uuid.uuid4().hex[:8]}", config, secrets={"pangolin:apiKey": generate_api_key()})
+    demo = Demo(stack, tmp_path / "demo", emulator_port, sshd_port)
+    try:
+        yield demo
+    finally:
+        demo.run("down")  # idempotent: destroys what is left and stops leftovers, also after a failure
+        remove_stack(stack)
+
+
+def answers(stdout: str) -> dict[str, str]:
+    return dict(re.findall(r"^    (\w+): (hello from .*)$", stdout, re.M))
+
+
+def test_main_job_keep_rerun_and_down(demo: Demo) -> None:
+    first = demo.run("--keep")
+    assert first.returncode == 0, first.stdout + first.stderr
+    ports = {name: int(port) for name, port in re.findall(r"^    (\w+)\s+127\.0\.0\.1:(\d+)\s", first.stdout, re.M)}
+    assert sorted(ports) == list(INSTANCES)
+    me = login_user()
+    assert answers(first.stdout) == {
+        name: f"hello from {name}: {me}@{socket.gethostname()}, reached through 127.0.0.1:{ports[name]}"
+        for name in INSTANCES
+    }
+    assert "main job OK: 3/3 instances answered" in first.stdout
+    assert "scripts/demo down" in first.stdout
+
+    # Kept: our own ssh, through the generated config (pinned host keys, StrictHostKeyChecking yes).
+    ssh_config = demo.state / "ssh_config"
+    assert "StrictHostKeyChecking yes" in ssh_config.read_text()
+    for name in INSTANCES:
+        remote = subprocess.run(
+            [
+                "ssh",
+                "-F",
+                str(ssh_config),
+                "-o",
+                "BatchMode=yes",
+                "-o",
+                "ConnectTimeout=5",
+                f"ssh-{name}",
+                "echo $((6 * 7)) $(id -un)",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=False,
+        )
+        assert (remote.returncode, remote.stdout) == (0, f"42 {me}\n"), remote.stderr
+    assert doctor_main(["--stack", demo.stack.name, "--timeout", "3"]) == 0
+
+    # Run again: nothing to change, the kept processes reused (and, not started by this run, left running).
+    second = demo.run()
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "no changes" in second.stdout and second.stdout.count("reusing it") == 2
+    assert answers(second.stdout) == answers(first.stdout)
+    emulator = LocalEmulator(
+        demo.state / "pangolin", url=f"http://127.0.0.1:{demo.emulator_port}/v1", org_id="acme", api_key="x.y"
+    )
+    assert emulator.running_pid() is not None
+
+    # As after a reboot: the emulator is gone, the stack still has resources; down must bring it back to destroy.
+    assert emulator.stop()
+    down = demo.run("down")
+    assert down.returncode == 0, down.stdout + down.stderr
+    assert "Pangolin emulator (destroy must reach it" in down.stdout
+    assert (demo.stack.export_stack().deployment or {}).get("resources", []) == []
+    sshd = LocalSshd(demo.state / f"sshd-{demo.sshd_port}", port=demo.sshd_port, authorized_keys=[])
+    assert emulator.running_pid() is None and sshd.running_pid() is None
+    assert not wait_for_port("127.0.0.1", demo.sshd_port, 0) and not wait_for_port("127.0.0.1", demo.emulator_port, 0)
+    for port in ports.values():
+        assert not wait_for_port("127.0.0.1", port, 0)
+
+
+def test_an_instance_that_cannot_log_in_fails_the_job_and_is_diagnosed(demo: Demo) -> None:
+    demo.stack.set_config(
+        "ssh-gateway:instances[1].hostKey", auto.ConfigValue(openssh_public_key(bytes(32))), path=True
+    )
+    result = demo.run()
+    assert result.returncode == 1, result.stdout
+    assert set(answers(result.stdout)) == {"alpha", "gamma"}
+    assert re.search(r"^!!! beta: .*(host key|HOST IDENTIFICATION)", result.stdout, re.M | re.I), result.stdout
+    assert "beta: broken at hostkey: host key mismatch" in result.stdout
+    assert "main job failed: 2/3 instances answered" in result.stdout

@@ -1,8 +1,9 @@
 """The policy pack (policy/) through the real CLI: `pulumi preview --policy-pack policy`, which runs the Python
 pack through our language host's RunPlugin and its Analyzer proxy (scripts/toolchain/langhost.py).
 
-Each rule gets a stack that breaks it. The NSG rule needs azure-native resources, and this toolchain has no
-azure-native plugin: it is tested as a function on the program's own registrations (tests/unit/test_policy_rules.py).
+Each rule gets a stack that breaks it. The NSG rule needs azure-native resources and this toolchain has no
+azure-native plugin: its stack runs against a stand-in provider (fake_azure.py); its edge cases are unit tests
+(tests/unit/test_policy_rules.py).
 """
 
 from __future__ import annotations
@@ -16,7 +17,9 @@ from pulumi.automation import OpType
 from pangolin_emulator.harness import EmulatorHandle
 from ssh_gateway.toolchain import REPO
 
+from .cli import pulumi
 from .conftest import StackFactory, stack_config, static_instance
+from .fake_azure import azure_native_fixture  # noqa: F401 - the `azure_native` fixture
 from .probe import make_probe
 
 pytestmark = pytest.mark.integration
@@ -109,3 +112,34 @@ def test_the_program_passes_the_pack(emulator: EmulatorHandle, make_stack: Stack
     assert "ssh-gateway-guardrails@v0.1.0" in preview.stdout
     assert "[mandatory]" not in preview.stdout
     assert preview.change_summary.get(OpType.CREATE) == 6  # stack, allocation, 2 x (component + Pangolin resource)
+
+
+def test_a_production_stack_open_to_the_world_is_refused(
+    azure_native: str, emulator: EmulatorHandle, make_stack: StackFactory
+) -> None:
+    # The NSG rules go to the fake azure-native provider (tests/integration/fake_azure.py): the engine and the
+    # policy pack see exactly the SecurityRule inputs the program registers.
+    firewall = {"resourceGroup": "rg-gw", "nsgName": "nsg-gw", "sourceCidrs": ["0.0.0.0/0"]}
+    instances = [static_instance("a"), static_instance("b", sourceCidrs=["203.0.113.7/32"])]
+    stack = make_stack(stack_config(emulator, instances, firewall=firewall, production=True))
+    preview = pulumi(
+        "preview", "--policy-pack", PACK, "--stack", stack.name, env={"PULUMI_DEBUG_PROVIDERS": azure_native}
+    )
+    assert preview.returncode != 0
+    assert violations(preview.stdout) == [
+        (
+            "nsg-not-open-to-world-in-production",
+            "a-nsg-rule",
+            "NSG rule 'ssh-gateway-a' allows inbound 40000 from '0.0.0.0/0', i.e. from anyone, in a production stack "
+            "(ssh-gateway:production: true). Allowed: specific CIDRs such as 203.0.113.0/24 in "
+            "ssh-gateway:firewall.sourceCidrs or the instance's sourceCidrs.",
+        )
+    ], preview.stdout
+
+    # The same stack, not marked production, passes.
+    stack = make_stack(stack_config(emulator, instances, firewall=firewall), name=stack.name)
+    preview = pulumi(
+        "preview", "--policy-pack", PACK, "--stack", stack.name, env={"PULUMI_DEBUG_PROVIDERS": azure_native}
+    )
+    assert preview.returncode == 0, preview.stdout + preview.stderr
+    assert "[mandatory]" not in preview.stdout

@@ -12,6 +12,7 @@ from ssh_gateway.toolchain import REPO
 
 from .cli import pulumi, run
 from .conftest import StackFactory, stack_config, static_instance
+from .fake_azure import azure_native_fixture  # noqa: F401 - the `azure_native` fixture
 
 pytestmark = pytest.mark.integration
 
@@ -77,3 +78,28 @@ def test_summary_of_a_preview_without_changes(emulator: EmulatorHandle, make_sta
     markdown = render(summarize(json.loads(preview.stdout)))
     assert "No instance gains, loses or changes a public port, target or NSG rule." in markdown
     assert "Warnings" not in markdown
+
+
+def test_summary_names_the_nsg_rules_opened_and_closed(
+    azure_native: str, emulator: EmulatorHandle, make_stack: StackFactory
+) -> None:
+    # The NSG rules go to the stand-in azure-native provider (fake_azure.py); the preview is the real CLI's.
+    firewall = {"resourceGroup": "rg-gw", "nsgName": "nsg-gw", "sourceCidrs": ["203.0.113.0/24"]}
+    stack = make_stack(stack_config(emulator, [static_instance("a"), static_instance("b")], firewall=firewall))
+    stack.up()  # a 40000, b 40001
+    changed = [static_instance("a", port=40009), static_instance("c", sourceCidrs=["Internet"])]
+    make_stack(stack_config(emulator, changed, firewall=firewall), name=stack.name)
+
+    preview = pulumi("preview", "--json", "--stack", stack.name, env={"PULUMI_DEBUG_PROVIDERS": azure_native})
+    assert preview.returncode == 0, preview.stderr
+    summary = summarize(json.loads(preview.stdout))
+
+    rows = {row.instance: row for row in summary.rows}
+    assert {name: (row.change, row.firewall) for name, row in rows.items()} == {
+        "a": ("port changed", ("closes 40000", "opens 40009 to 203.0.113.0/24")),
+        "b": ("removed", ("closes 40001",)),
+        "c": ("added", ("opens 40002 to Internet",)),
+    }
+    markdown = render(summary)
+    assert "| closes 40000; opens 40009 to 203.0.113.0/24 |" in markdown
+    assert "- `c`: the NSG rule opens 40002 to Internet, i.e. to anyone." in markdown

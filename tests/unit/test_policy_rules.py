@@ -1,5 +1,5 @@
-"""The policy pack's rules (policy/rules.py) as functions. The NSG rule cannot run through the CLI here (no
-azure-native plugin), so it is tested on what the program itself registers under the mocks, plus edge cases."""
+"""The policy pack's rules (policy/rules.py) as functions: the NSG rule on what the program itself registers under
+the mocks, and the edge cases the real-CLI tests (tests/integration/test_policy_pack.py) do not reach."""
 
 from __future__ import annotations
 

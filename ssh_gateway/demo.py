@@ -29,7 +29,7 @@ from typing import Any
 
 from pulumi import automation as auto
 
-from components.settings import Settings, decode_config, parse_settings
+from components.settings import Settings, SettingsError, decode_config, parse_settings
 
 from .automation import open_stack
 from .doctor import diagnose, endpoints_from_outputs
@@ -110,7 +110,7 @@ def _own_user(stack: auto.Stack, settings: Settings) -> Settings:
     return _read_settings(stack)[0]
 
 
-def _machine(settings: Settings, api_key: str, state: Path, keys: KeyPair) -> Machine:
+def _machine(settings: Settings, api_key: str, state: Path, authorized_keys: list[str]) -> Machine:
     emulator = LocalEmulator(
         state / "pangolin", url=settings.pangolin.url, org_id=settings.pangolin.org_id, api_key=api_key
     )
@@ -122,7 +122,7 @@ def _machine(settings: Settings, api_key: str, state: Path, keys: KeyPair) -> Ma
         assert host is not None and port is not None  # noqa: S101 - settings require both for static targets
         if host not in ("127.0.0.1", "localhost"):
             raise SystemExit(f"demo: staticHost {host} is not loopback; the demo runs sshd on this machine only")
-        sshds.append(LocalSshd(state / f"sshd-{port}", host=host, port=port, authorized_keys=[keys.public_key]))
+        sshds.append(LocalSshd(state / f"sshd-{port}", host=host, port=port, authorized_keys=authorized_keys))
     return Machine(emulator, sshds, [])
 
 
@@ -251,7 +251,7 @@ def up(stack_name: str, state: Path, *, keep: bool) -> int:
         say(f"    {len(settings.instances)} instances, Pangolin at {pangolin}, public ports {ports}")
     settings = _own_user(stack, settings)
     keys = ensure_client_keypair(state / "id_ed25519", comment=f"ssh-gateway-demo {login_user()}")
-    machine = _machine(settings, api_key, state, keys)
+    machine = _machine(settings, api_key, state, [keys.public_key])
     answers: list[Answer] = []
     error = False
     try:
@@ -313,8 +313,7 @@ def down(stack_name: str, state: Path) -> int:
         stack = open_stack(stack_name)
         settings, api_key = _read_settings(stack)
         resources = len((stack.export_stack().deployment or {}).get("resources", []))
-    keys = ensure_client_keypair(state / "id_ed25519", comment=f"ssh-gateway-demo {login_user()}")
-    machine = _machine(settings, api_key, state, keys)
+    machine = _machine(settings, api_key, state, [])  # only to find and stop what runs
     status = 0
     if resources:
         emulator = machine.emulator
@@ -353,9 +352,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         say("!!! the ssh client is missing: run scripts/system-packages")
         return 1
     state = (args.state_dir or default_state_dir(args.stack)).resolve()
-    if args.action == "down":
-        return down(args.stack, state)
-    return up(args.stack, state, keep=args.keep)
+    try:
+        if args.action == "down":
+            return down(args.stack, state)
+        return up(args.stack, state, keep=args.keep)
+    except (SettingsError, SshdError, EmulatorError, auto.CommandError) as exc:
+        say(f"!!! {exc}")
+        return 1
 
 
 if __name__ == "__main__":

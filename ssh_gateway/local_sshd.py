@@ -135,13 +135,19 @@ class LocalSshd:
         return openssh_public_key(self.host_key_seed)
 
     def write_files(self) -> None:
-        """Host key, authorized_keys and config; rewritten every time so they always match the arguments."""
+        """Host key, authorized_keys and config, matching the arguments. sshd reads authorized_keys at each
+        login, so a running one accepts a new key at once."""
         self.directory.mkdir(parents=True, exist_ok=True)
-        self.host_key_file.unlink(missing_ok=True)
-        # sshd refuses a host key that others can read, whatever StrictModes says.
-        fd = os.open(self.host_key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as out:
-            out.write(openssh_private_key(self.host_key_seed, "ssh-gateway-local-sshd"))
+        host_key = openssh_private_key(self.host_key_seed, "ssh-gateway-local-sshd")
+        if not self.host_key_file.exists() or self.host_key_file.read_text() != host_key:
+            # Written aside and renamed in: a running sshd never sees a missing or half-written key. Mode 0600:
+            # sshd refuses a host key that others can read, whatever StrictModes says.
+            fresh = self.host_key_file.with_suffix(".new")
+            fresh.unlink(missing_ok=True)
+            fd = os.open(fresh, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as out:
+                out.write(host_key)
+            fresh.replace(self.host_key_file)
         self.authorized_keys_file.write_text("".join(f"{key}\n" for key in self.authorized_keys))
         self.config_file.write_text(
             "\n".join(
@@ -176,21 +182,29 @@ class LocalSshd:
 
     def start(self, timeout: float = 10.0) -> int:
         """Starts sshd (daemonized) and waits until it accepts connections; returns its pid."""
+        if wait_for_port(self.host, self.port, 0):
+            raise SshdError(
+                f"{self.host}:{self.port} is in use by another process: stop it, or give the instances another "
+                "staticPort in the stack's config"
+            )
         self.write_files()
         self.pid_file.unlink(missing_ok=True)
         argv = [str(find_sshd()), "-f", str(self.config_file), "-E", str(self.log_file)]
         for _ in range(2):
+            logged = self.log_file.stat().st_size if self.log_file.exists() else 0
             result = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)  # noqa: S603
-            missing = _PRIVSEP_MISSING.search(result.stderr)
+            # With -E, sshd reports even fatal config errors to its log file rather than stderr.
+            said = result.stderr + self._log_since(logged)
+            missing = _PRIVSEP_MISSING.search(said)
             if result.returncode == 0 or not missing:
                 break
             if os.geteuid() != 0:
-                raise SshdError(f"sshd: {missing[0]} (only root sshd needs it; create it as root)")
+                raise SshdError(f"sshd: {missing[0]}")
             # Run as root, sshd wants its privilege-separation directory (Debian: /run/sshd), which only the
             # init script creates; containers without init never run it.
             Path(missing[1]).mkdir(mode=0o755, parents=True, exist_ok=True)
         if result.returncode != 0:
-            raise SshdError(f"sshd did not start (exit {result.returncode}): {result.stderr.strip()}{self._log_tail()}")
+            raise SshdError(f"sshd did not start (exit {result.returncode}): {said.strip()}")
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             pid = self.running_pid()
@@ -202,6 +216,13 @@ class LocalSshd:
     def stop(self, timeout: float = 5.0) -> bool:
         """Stops this directory's sshd if it runs; True if it was running."""
         return self._pid.terminate(timeout)
+
+    def _log_since(self, offset: int) -> str:
+        if not self.log_file.exists():
+            return ""
+        with self.log_file.open("rb") as log:
+            log.seek(offset)
+            return log.read().decode(errors="replace")
 
     def _log_tail(self, lines: int = 15) -> str:
         if not self.log_file.exists():

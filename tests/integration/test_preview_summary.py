@@ -85,9 +85,14 @@ def test_summary_names_the_nsg_rules_opened_and_closed(
 ) -> None:
     # The NSG rules go to the stand-in azure-native provider (fake_azure.py); the preview is the real CLI's.
     firewall = {"resourceGroup": "rg-gw", "nsgName": "nsg-gw", "sourceCidrs": ["203.0.113.0/24"]}
-    stack = make_stack(stack_config(emulator, [static_instance("a"), static_instance("b")], firewall=firewall))
-    stack.up()  # a 40000, b 40001
-    changed = [static_instance("a", port=40009), static_instance("c", sourceCidrs=["Internet"])]
+    before = [static_instance("a"), static_instance("b"), static_instance("d")]
+    stack = make_stack(stack_config(emulator, before, firewall=firewall))
+    stack.up()  # a 40000, b 40001, d 40002
+    changed = [
+        static_instance("a", port=40009),  # its rule moves with it
+        static_instance("c", sourceCidrs=["Internet"]),  # added, open to anyone
+        static_instance("d", sourceCidrs=["198.51.100.9/32"]),  # only its rule's sources change
+    ]  # b removed
     make_stack(stack_config(emulator, changed, firewall=firewall), name=stack.name)
 
     preview = pulumi("preview", "--json", "--stack", stack.name, env={"PULUMI_DEBUG_PROVIDERS": azure_native})
@@ -98,8 +103,12 @@ def test_summary_names_the_nsg_rules_opened_and_closed(
     assert {name: (row.change, row.firewall) for name, row in rows.items()} == {
         "a": ("port changed", ("closes 40000", "opens 40009 to 203.0.113.0/24")),
         "b": ("removed", ("closes 40001",)),
-        "c": ("added", ("opens 40002 to Internet",)),
+        "c": ("added", ("opens 40003 to Internet",)),
+        "d": ("touched", ("40002: sources 203.0.113.0/24 → 198.51.100.9/32",)),
     }
+    assert rows["d"].touched == ("d-nsg-rule: sourceAddressPrefix",)
+    assert rows["d"].endpoint == "ssh -p 40002 root@ssh-d.example.test"
     markdown = render(summary)
     assert "| closes 40000; opens 40009 to 203.0.113.0/24 |" in markdown
-    assert "- `c`: the NSG rule opens 40002 to Internet, i.e. to anyone." in markdown
+    assert "| `d` | touched: d-nsg-rule: sourceAddressPrefix | `ssh -p 40002 root@ssh-d.example.test` |" in markdown
+    assert "- `c`: the NSG rule opens 40003 to Internet, i.e. to anyone." in markdown

@@ -330,7 +330,10 @@ def _row(inst: _Instance, alloc: _Allocation, endpoints: _Endpoints) -> Instance
     touched = tuple(
         f"{_name(str(step.get('urn', '')))}: {', '.join(keys)}"
         for kind, step in sorted(inst.steps.items())
-        if change == "touched" and kind != COMPONENT_TYPE and (keys := _changed_keys(step))
+        if change == "touched"
+        and kind != COMPONENT_TYPE
+        and inst.ops.get(kind) != "replace"
+        and (keys := _changed_keys(step))
     )
     return InstanceChange(
         instance=inst.name,

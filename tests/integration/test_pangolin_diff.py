@@ -3,6 +3,7 @@ whether a change updates in place or replaces."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -10,11 +11,25 @@ import pytest
 from pulumi.automation import OpType
 
 from pangolin_emulator.harness import EmulatorHandle
+from ssh_gateway.preview_summary import summarize
 
 from .conftest import StackFactory, stack_config, static_instance
 from .probe import make_probe
 
 pytestmark = pytest.mark.integration
+
+# One Pangolin resource inside a component of SshInstance's type, with its protocol from the config.
+PROTOCOL_PROBE = """
+class SshInstance(pulumi.ComponentResource):
+    def __init__(self, name):
+        super().__init__("ssh-gateway:index:SshInstance", name, None, None)
+        protocol = config.get("protocol") or "tcp"
+        pangolin(f"{name}-pangolin", 40005, protocol=protocol, opts=pulumi.ResourceOptions(parent=self))
+        self.register_outputs({})
+
+
+SshInstance("ssh")
+"""
 
 
 def _block(stdout: str, resource: str) -> str:
@@ -44,7 +59,7 @@ def test_a_pinned_port_change_reads_as_an_in_place_proxy_port_change(
 def test_a_protocol_change_says_replace(tmp_path: Path, emulator: EmulatorHandle) -> None:
     probe = make_probe(
         tmp_path,
-        'pangolin("ssh", 40005, protocol=config.get("protocol") or "tcp")\n',
+        PROTOCOL_PROBE,
         {"probe:apiUrl": emulator.url},
         PANGOLIN_API_KEY=emulator.api_key,
     )
@@ -60,6 +75,17 @@ def test_a_protocol_change_says_replace(tmp_path: Path, emulator: EmulatorHandle
         )
         assert re.search(r"^\s*~ protocol\s*: \"tcp\" => \"udp\"$", preview.stdout, re.M), preview.stdout
         assert re.search(r"^\s*\+-1 to replace$", preview.stdout, re.M), preview.stdout
+
+        # The summary says so too.
+        as_json = probe.pulumi("preview", "--json")
+        assert as_json.returncode == 0, as_json.stderr
+        [row] = summarize(json.loads(as_json.stdout)).rows
+        assert (row.instance, row.change, row.replaced, row.touched) == (
+            "ssh",
+            "touched",
+            ("ssh-pangolin (protocol)",),
+            (),
+        )
     finally:
         destroyed = probe.pulumi("destroy", "--yes", "--skip-preview")
         assert destroyed.returncode == 0, destroyed.stdout + destroyed.stderr

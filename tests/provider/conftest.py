@@ -24,15 +24,19 @@ if TYPE_CHECKING:
 VERSIONS = ("1.18.4", "1.22.0")
 
 # Short timeouts and backoff: the emulator's "timeout" fault sleeps ~3 s, 429 says Retry-After: 1.
-FAST = {"timeout": 1.0, "max_retries": 6, "backoff_base": 0.01, "backoff_max": 0.05, "retry_after_max": 0.05}
+FAST: dict[str, Any] = {
+    "timeout": 1.0,
+    "max_retries": 6,
+    "backoff_base": 0.01,
+    "backoff_max": 0.05,
+    "retry_after_max": 0.05,
+}
 
 _ports = itertools.count(41000)
 
 
 @pytest.fixture(scope="session", params=VERSIONS)
-def pangolin(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[EmulatorHandle]:
+def pangolin(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmulatorHandle]:
     """A running emulator of each contract version, shared by the session."""
     from pangolin_emulator.harness import running_emulator
 
@@ -126,9 +130,7 @@ def writes(counters: dict[str, int]) -> dict[str, int]:
 
 def lists(counters: dict[str, int]) -> dict[str, int]:
     """The list-route entries of the emulator's request counters."""
-    return {
-        route: n for route, n in counters.items() if route.startswith("GET ") and route.endswith("s") and n
-    }
+    return {route: n for route, n in counters.items() if route.startswith("GET ") and route.endswith("s") and n}
 
 
 def count(emulator: EmulatorHandle, route: str) -> int:

@@ -177,7 +177,7 @@ def test_resource_registers_camel_case_props_and_exposes_snake_case_outputs() ->
         target_port=30022,
     )
 
-    @pulumi.runtime.test
+    @pulumi.runtime.test  # type: ignore[untyped-decorator]
     def check() -> pulumi.Output[Any]:
         resource = PangolinTcpResource("ssh-gpu-1", args)
 

@@ -97,9 +97,11 @@ class LanguageHost(language_pb2_grpc.LanguageRuntimeServicer):
         return plugin_pb2.PluginInfo(version=self.version)
 
     def Cancel(self, _request: Any, _context: Any) -> Any:
+        # The engine cancels when the deployment already failed (a policy violation, say), and has shown
+        # why: end the program with SIGTERM, quietly, not with a KeyboardInterrupt traceback.
         with self._lock:
             for child in self._children:
-                child.send_signal(signal.SIGINT)
+                child.terminate()
         return empty_pb2.Empty()
 
     # --- dependencies ----------------------------------------------------------------------------

@@ -17,17 +17,34 @@ class ToolchainMissing(RuntimeError):
     """scripts/bootstrap has not been run in this checkout."""
 
 
-def pulumi_env(base: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment for a pulumi process: `base` (default: ours) plus the toolchain's settings."""
+def _toolchain_settings() -> dict[str, str]:
+    """The `KEY=value` lines of .toolchain.env."""
     if not ENV_FILE.exists():
         raise ToolchainMissing(f"{ENV_FILE} is missing: run scripts/bootstrap first")
-    env = dict(os.environ if base is None else base)
+    settings: dict[str, str] = {}
     for line in ENV_FILE.read_text().splitlines():
         if line and not line.startswith("#"):
             key, _, value = line.partition("=")
-            env[key] = value
+            settings[key] = value
+    return settings
+
+
+def pulumi_env(base: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment for a pulumi process: `base` (default: ours) plus the toolchain's settings."""
+    env = dict(os.environ if base is None else base)
+    env.update(_toolchain_settings())
     env["PATH"] = f"{env.pop('SSH_GATEWAY_TOOLCHAIN_PATH')}{os.pathsep}{env.get('PATH', '')}"
     return env
+
+
+def toolchain_binary(key: str) -> Path:
+    """A binary the bootstrap built, by its .toolchain.env key, e.g. `toolchain_binary("SSH_GATEWAY_ETCD")`."""
+    path = _toolchain_settings().get(key)
+    if not path:
+        raise ToolchainMissing(f"{ENV_FILE} has no {key}: run scripts/bootstrap again (it builds that binary)")
+    if not os.access(path, os.X_OK):
+        raise ToolchainMissing(f"{key}={path} is not an executable file: run scripts/bootstrap again")
+    return Path(path)
 
 
 def pulumi_root() -> Path:

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Builds etcd $ETCD_VERSION into $1/bin, for the tests' control plane (tests/integration/kube_apiserver.py).
+# server/go.mod replaces its sibling modules with ../ paths, so `go install …@version` refuses it; every
+# sibling is tagged and server/go.mod already requires them at the same version, so a throwaway wrapper
+# that requires only the server module builds exactly the release (upstream scripts/build_lib.sh: CGO off).
+# etcd's version is a constant in api/v3/version; upstream's only ldflag is the commit (GitSHA), which a module
+# zip does not carry, so it stays "GitNotFound". Its own wrapper, not kube-apiserver's, so MVS never mixes the
+# two's etcd client versions.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+. "$here/versions.env"
+. "$here/progress.sh"
+dest=$1
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+export GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0
+
+cd "$work"
+cat > go.mod <<MOD
+module example.invalid/etcd-toolchain
+
+go 1.26
+
+require go.etcd.io/etcd/server/v3 v$ETCD_VERSION
+MOD
+cat > tools.go <<'SRC'
+//go:build tools
+
+package tools
+
+import _ "go.etcd.io/etcd/server/v3"
+SRC
+with_progress "resolve etcd v$ETCD_VERSION modules" "$work/tidy.log" go mod tidy
+mkdir -p "$work/out/bin"
+with_progress "build etcd v$ETCD_VERSION (cold: a few minutes on 2 cores)" "$work/build.log" \
+  go build -trimpath -buildvcs=false -ldflags "-s -w" -o "$work/out/bin/etcd" go.etcd.io/etcd/server/v3
+
+mkdir -p "$(dirname "$dest")"
+rm -rf "$dest.tmp" && mv "$work/out" "$dest.tmp" && rm -rf "$dest" && mv "$dest.tmp" "$dest"

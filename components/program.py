@@ -114,6 +114,7 @@ def _instance_args(
         node_port=inst.node_port,
         node_ip=settings.kubernetes.node_ip,
         cluster_domain=settings.kubernetes.cluster_domain,
+        skip_await=settings.kubernetes.skip_await,
         static_host=inst.static_host,
         static_port=inst.static_port,
         firewall=firewall,

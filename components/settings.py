@@ -116,6 +116,11 @@ class Kubernetes(_Model):
     context: str | None = None
     node_ip: Host | None = Field(default=None, alias="nodeIp", description="target of NodePort instances")
     cluster_domain: str = Field(default="cluster.local", alias="clusterDomain")
+    skip_await: bool = Field(
+        default=False,
+        alias="skipAwait",
+        description="for control-plane-only test clusters; leave off in real stacks",
+    )
 
 
 class Firewall(_Model):

@@ -79,6 +79,8 @@ class SshInstanceArgs:
     """The node address a NodePort target is reached at."""
     cluster_domain: str = "cluster.local"
     """The cluster's DNS domain, for ClusterIP targets."""
+    skip_await: bool = False
+    """Only for clusters without controllers (tests): no await for endpoints, a background delete."""
     static_host: str | None = None
     """Target host for the static mode."""
     static_port: int | None = None
@@ -157,6 +159,7 @@ class SshInstance(pulumi.ComponentResource):
                 name=service_name(args.instance),
                 namespace=args.namespace,
                 labels={"app.kubernetes.io/managed-by": "ssh-gateway", "ssh-gateway/instance": args.instance},
+                annotations=_SKIP_AWAIT if args.skip_await else None,
             ),
             spec=k8s.core.v1.ServiceSpecArgs(
                 type="NodePort" if node_port else "ClusterIP",
@@ -202,6 +205,14 @@ class SshInstance(pulumi.ComponentResource):
             destination_port_range=pulumi.Output.from_input(args.public_port).apply(str),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[self.pangolin_resource]),
         )
+
+
+# For a cluster without controllers (the tests' kube-apiserver): no controller gives the Service endpoints, so
+# pulumi-kubernetes would wait its full 10 minutes for them on create; and its default foreground delete
+# leaves a `foregroundDeletion` finalizer that only the garbage collector removes, while skipAwait does not
+# cover a Service's delete (provider pkg/metadata/overrides.go, allowsSkipAwaitWithDelete). A background
+# delete removes the Service at once.
+_SKIP_AWAIT = {"pulumi.com/skipAwait": "true", "pulumi.com/deletionPropagationPolicy": "background"}
 
 
 def _assigned_node_port(spec: Any) -> int:

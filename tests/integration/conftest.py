@@ -17,6 +17,8 @@ from pangolin_emulator.harness import EmulatorHandle, running_emulator
 from ssh_gateway.automation import open_stack, remove_stack
 from ssh_gateway.toolchain import ToolchainMissing, pulumi_env
 
+from .kube_apiserver import ControlPlane, ControlPlaneError, start_control_plane, stop_control_plane
+
 StackFactory = Callable[..., auto.Stack]
 
 
@@ -77,3 +79,38 @@ def make_stack(emulator: EmulatorHandle) -> Iterator[StackFactory]:
 
 def static_instance(name: str, **extra: Any) -> dict[str, Any]:
     return {"name": name, "target": "static", "staticHost": "127.0.0.1", "staticPort": 2222, **extra}
+
+
+# --- a real Kubernetes API server (kube_apiserver.py) ----------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def kube(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config) -> Iterator[ControlPlane]:
+    """etcd + kube-apiserver on loopback for the session; a binary that is not built fails the tests."""
+    try:
+        plane = start_control_plane(tmp_path_factory.mktemp("kube"))
+    except (ToolchainMissing, ControlPlaneError) as exc:
+        pytest.fail(f"no Kubernetes API server for the tests: {exc}")
+    line = (
+        f"kube-apiserver + etcd ready in {plane.startup_seconds:.1f}s at {plane.url} "
+        f"(pids {plane.apiserver_pid}, {plane.etcd_pid}; logs in {plane.root})"
+    )
+    # Shown on the terminal even while pytest captures output (the fixture starts inside the first test).
+    capture = pytestconfig.pluginmanager.get_plugin("capturemanager")
+    reporter = pytestconfig.pluginmanager.get_plugin("terminalreporter")
+    if capture is not None and reporter is not None:
+        with capture.global_and_fixture_disabled():
+            reporter.write_line(line)
+    try:
+        yield plane
+    finally:
+        stop_control_plane(plane, remove_data=True)
+
+
+@pytest.fixture
+def kube_namespace(kube: ControlPlane) -> str:
+    """A fresh namespace per test. It is never deleted: with no namespace controller it would only sit in
+    Terminating, and the whole etcd goes away with the session."""
+    name = f"it-{uuid.uuid4().hex[:8]}"
+    kube.create_namespace(name)
+    return name

@@ -1,0 +1,483 @@
+"""A Kubernetes control plane on loopback, started the way controller-runtime's envtest starts one.
+
+etcd and kube-apiserver (built and cached by scripts/bootstrap, found through .toolchain.env) run as two
+processes with a directory of their own: the etcd data dir, a private CA and the serving certificate it signs
+(made with the openssl CLI), a service-account signing key, a token file whose one user is in
+`system:masters`, a kubeconfig, and each process's log. There is no controller-manager, scheduler or kubelet:
+objects are validated and stored, and nothing reconciles them (a Service gets no endpoints, a Namespace never
+finishes deleting), so Pulumi's await logic must be skipped on this cluster (`kubernetes.skipAwait`).
+
+The session fixture in tests/integration/conftest.py and scripts/local-cluster (this module's `main`) share
+`start_control_plane` and `stop_control_plane`; both stop the processes by their own pids.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import shutil
+import signal
+import socket
+import ssl
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+from ssh_gateway.toolchain import REPO, ToolchainMissing, toolchain_binary
+
+__all__ = [
+    "ControlPlane",
+    "ControlPlaneError",
+    "main",
+    "start_control_plane",
+    "stop_control_plane",
+]
+
+# A range no real cluster of ours uses; nothing ever sends traffic to it (there is no kube-proxy here).
+SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
+USER = "ssh-gateway-admin"
+
+
+class ControlPlaneError(RuntimeError):
+    """etcd or kube-apiserver did not start (the message carries the tail of its log)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ControlPlane:
+    """A running etcd + kube-apiserver pair."""
+
+    root: Path
+    """Data dir, certificates, token file, kubeconfig and logs."""
+    api_port: int
+    """kube-apiserver's HTTPS port on 127.0.0.1."""
+    etcd_port: int
+    """etcd's client port on 127.0.0.1."""
+    etcd_peer_port: int
+    """etcd's peer port on 127.0.0.1 (a one-member cluster, but etcd listens anyway)."""
+    token: str
+    """Bearer token of a `system:masters` user."""
+    etcd_pid: int
+    """etcd's process id."""
+    apiserver_pid: int
+    """kube-apiserver's process id."""
+    startup_seconds: float
+    """From launching etcd until kube-apiserver's /readyz answered ok."""
+    processes: tuple[subprocess.Popen[bytes], ...] = field(default=(), repr=False, compare=False)
+    """The Popen handles when this process started them (kept so they are not reaped behind our back)."""
+
+    @property
+    def url(self) -> str:
+        return f"https://127.0.0.1:{self.api_port}"
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.root / "kubeconfig"
+
+    @property
+    def ca_file(self) -> Path:
+        return self.root / "pki" / "ca.crt"
+
+    def client(self) -> httpx.Client:
+        """An API client as the `system:masters` user, verifying the server against the plane's own CA."""
+        return httpx.Client(
+            base_url=self.url,
+            headers={"Authorization": f"Bearer {self.token}"},
+            verify=ssl.create_default_context(cafile=str(self.ca_file)),
+            timeout=httpx.Timeout(10.0),
+        )
+
+    def create_namespace(self, name: str) -> None:
+        with self.client() as api:
+            body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+            api.post("/api/v1/namespaces", json=body).raise_for_status()
+
+    def to_json(self) -> str:
+        values = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "processes"}
+        return json.dumps({k: str(v) if isinstance(v, Path) else v for k, v in values.items()}, indent=2)
+
+    @classmethod
+    def from_json(cls, text: str) -> ControlPlane:
+        values: dict[str, Any] = json.loads(text)
+        return cls(**{**values, "root": Path(values["root"])})
+
+
+def start_control_plane(
+    root: Path,
+    *,
+    api_port: int | None = None,
+    etcd_port: int | None = None,
+    etcd_peer_port: int | None = None,
+    detach: bool = False,
+    timeout: float = 120.0,
+) -> ControlPlane:
+    """Starts etcd, then kube-apiserver, and returns once /readyz answers ok.
+
+    Ports default to free loopback ports. Certificates, keys and the token already under `root` are reused
+    (so a restarted local cluster keeps its kubeconfig). `detach` puts both processes in a session of their
+    own, so they outlive the caller (scripts/local-cluster). On any failure both are stopped again.
+    Raises `ToolchainMissing` when a binary is not built, `ControlPlaneError` when one does not come up.
+    """
+    etcd = toolchain_binary("SSH_GATEWAY_ETCD")
+    apiserver = toolchain_binary("SSH_GATEWAY_KUBE_APISERVER")
+    free = iter(_free_ports(3))
+    api_port, etcd_port, etcd_peer_port = (p or next(free) for p in (api_port, etcd_port, etcd_peer_port))
+    root.mkdir(parents=True, exist_ok=True)
+    pki = _make_pki(root / "pki")
+    token = _token_file(root / "tokens.csv")
+    started = time.monotonic()
+    running: dict[str, subprocess.Popen[bytes]] = {}
+    try:
+        peer = f"http://127.0.0.1:{etcd_peer_port}"
+        client = f"http://127.0.0.1:{etcd_port}"
+        etcd_args = [
+            "--name=ssh-gateway-test",
+            f"--data-dir={root / 'etcd-data'}",
+            f"--listen-client-urls={client}",
+            f"--advertise-client-urls={client}",
+            f"--listen-peer-urls={peer}",
+            f"--initial-advertise-peer-urls={peer}",
+            f"--initial-cluster=ssh-gateway-test={peer}",
+            # Test data only: losing it on a crash is fine, and fsync dominates etcd's latency on a busy disk.
+            "--unsafe-no-fsync=true",
+            "--log-level=warn",
+        ]
+        running["etcd"] = _launch(etcd, etcd_args, root / "etcd.log", detach=detach)
+        _wait_until(f"{client}/health", None, running, root, started + timeout)
+
+        url = f"https://127.0.0.1:{api_port}"
+        apiserver_args = [
+            f"--etcd-servers={client}",
+            "--bind-address=127.0.0.1",
+            "--advertise-address=127.0.0.1",
+            f"--secure-port={api_port}",
+            f"--tls-cert-file={pki / 'serving.crt'}",
+            f"--tls-private-key-file={pki / 'serving.key'}",
+            f"--cert-dir={root / 'certs'}",
+            f"--token-auth-file={root / 'tokens.csv'}",
+            "--authorization-mode=RBAC",  # system:masters bypasses it; RBAC keeps /readyz open to anonymous
+            f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
+            f"--service-account-issuer={url}/",
+            f"--service-account-key-file={pki / 'sa.key'}",
+            f"--service-account-signing-key-file={pki / 'sa.key'}",
+            # No controller-manager creates service accounts' tokens here.
+            "--disable-admission-plugins=ServiceAccount",
+            "--allow-privileged=true",
+            # One loopback "master" only: no Endpoints for the kubernetes Service to keep reconciling.
+            "--endpoint-reconciler-type=none",
+            "--enable-priority-and-fairness=false",
+        ]
+        running["kube-apiserver"] = _launch(apiserver, apiserver_args, root / "kube-apiserver.log", detach=detach)
+        _wait_until(f"{url}/readyz", pki / "ca.crt", running, root, started + timeout)
+    except BaseException:
+        for process in reversed(running.values()):
+            _stop_pid(process.pid)
+        raise
+    plane = ControlPlane(
+        root=root,
+        api_port=api_port,
+        etcd_port=etcd_port,
+        etcd_peer_port=etcd_peer_port,
+        token=token,
+        etcd_pid=running["etcd"].pid,
+        apiserver_pid=running["kube-apiserver"].pid,
+        startup_seconds=time.monotonic() - started,
+        processes=tuple(running.values()),
+    )
+    _write_kubeconfig(plane)
+    return plane
+
+
+def stop_control_plane(plane: ControlPlane, *, remove_data: bool = False) -> None:
+    """Stops kube-apiserver, then etcd, by their pids (SIGTERM, then SIGKILL after 15 s).
+
+    `remove_data` deletes etcd's data dir afterwards (its WAL preallocates 64 MB); certificates, the
+    kubeconfig and the logs stay for a post-mortem.
+    """
+    try:
+        _stop_pid(plane.apiserver_pid)
+    finally:
+        _stop_pid(plane.etcd_pid)
+    if remove_data:
+        shutil.rmtree(plane.root / "etcd-data", ignore_errors=True)
+
+
+def is_running(plane: ControlPlane) -> bool:
+    return _alive(plane.etcd_pid) and _alive(plane.apiserver_pid)
+
+
+# --- processes -------------------------------------------------------------------------------------
+
+
+def _free_ports(count: int) -> list[int]:
+    """Ports the kernel hands out on 127.0.0.1, all held open at once so they differ."""
+    sockets = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]
+    try:
+        for sock in sockets:
+            sock.bind(("127.0.0.1", 0))
+        return [sock.getsockname()[1] for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def _launch(binary: Path, args: list[str], log: Path, *, detach: bool) -> subprocess.Popen[bytes]:
+    command = [str(binary), *args]
+    setpriv = shutil.which("setpriv")  # util-linux; it execs the binary, so the pid stays the binary's
+    if not detach and setpriv:
+        # SIGTERM when the process that started it dies, even by SIGKILL (a CI timeout, a killed pytest),
+        # which no finalizer of ours would see.
+        command = [setpriv, "--pdeathsig", "TERM", "--", *command]
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            command,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=detach,
+        )
+
+
+def _wait_until(
+    url: str, ca_file: Path | None, running: dict[str, subprocess.Popen[bytes]], root: Path, deadline: float
+) -> None:
+    """Polls `url` until it answers 200, failing early (with its log, `root/<name>.log`) when a process exits."""
+    verify: ssl.SSLContext | bool = ssl.create_default_context(cafile=str(ca_file)) if ca_file else True
+    last = "no answer yet"
+    with httpx.Client(verify=verify, timeout=httpx.Timeout(2.0)) as http:
+        while time.monotonic() < deadline:
+            for name, process in running.items():
+                if process.poll() is not None:
+                    log = root / f"{name}.log"
+                    raise ControlPlaneError(
+                        f"{name} exited with {process.returncode} before {url} was ready; "
+                        f"last lines of {log}:\n{_tail(log)}"
+                    )
+            try:
+                response = http.get(url)
+            except httpx.TransportError as exc:
+                last = repr(exc)
+            else:
+                if response.status_code == 200:
+                    return
+                last = f"{response.status_code} {response.text[:500]}"
+            time.sleep(0.25)
+    log = root / f"{list(running)[-1]}.log"
+    raise ControlPlaneError(f"{url} not ready in time (last: {last}); last lines of {log}:\n{_tail(log)}")
+
+
+def _tail(log: Path, lines: int = 30) -> str:
+    try:
+        return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+    except OSError as exc:
+        return f"({exc})"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        done, _ = os.waitpid(pid, os.WNOHANG)  # our child: reap it, or a zombie would look alive
+        if done:
+            return False
+    except ChildProcessError:
+        pass  # not our child (scripts/local-cluster stop): ask the kernel
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie still answers kill(0): one whose parent (an init that does not reap) never waited for it.
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return True
+
+
+def _stop_pid(pid: int, grace: float = 15.0) -> None:
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
+        if not _alive(pid):
+            return
+        os.kill(pid, sig)
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            if not _alive(pid):
+                return
+            time.sleep(0.05)
+    raise ControlPlaneError(f"process {pid} survived SIGKILL")
+
+
+# --- certificates, token, kubeconfig ---------------------------------------------------------------
+
+
+def _openssl(*args: str, cwd: Path) -> None:
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        raise ControlPlaneError("the control plane's certificates need the openssl CLI: apt-get install openssl")
+    subprocess.run([openssl, *args], cwd=cwd, check=True, capture_output=True)
+
+
+def _make_pki(pki: Path) -> Path:
+    """A CA, the serving certificate for 127.0.0.1 it signs, and the service-account key; kept if present."""
+    pki.mkdir(parents=True, exist_ok=True)
+    ec = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
+    if not (pki / "ca.crt").exists():
+        _openssl(
+            "req",
+            "-x509",
+            *ec,
+            "-keyout",
+            "ca.key",
+            "-out",
+            "ca.crt",
+            "-days",
+            "365",
+            "-subj",
+            "/CN=ssh-gateway test cluster CA",
+            "-addext",
+            "basicConstraints=critical,CA:TRUE",
+            "-addext",
+            "keyUsage=critical,keyCertSign,cRLSign",
+            cwd=pki,
+        )
+        (pki / "serving.crt").unlink(missing_ok=True)
+    if not (pki / "serving.crt").exists():
+        (pki / "serving.ext").write_text(
+            "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n"
+            "keyUsage=critical,digitalSignature\nbasicConstraints=CA:FALSE\n"
+            "subjectKeyIdentifier=hash\nauthorityKeyIdentifier=keyid\n"
+        )
+        _openssl("req", *ec, "-keyout", "serving.key", "-out", "serving.csr", "-subj", "/CN=kube-apiserver", cwd=pki)
+        _openssl(
+            "x509",
+            "-req",
+            "-in",
+            "serving.csr",
+            "-CA",
+            "ca.crt",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-days",
+            "365",
+            "-extfile",
+            "serving.ext",
+            "-out",
+            "serving.crt",
+            cwd=pki,
+        )
+    if not (pki / "sa.key").exists():
+        # One RSA key both verifies and signs service-account tokens.
+        _openssl("genrsa", "-out", "sa.key", "2048", cwd=pki)
+    return pki
+
+
+def _token_file(path: Path) -> str:
+    """The token of the one `system:masters` user (`token,user,uid,"group"`); kept if present."""
+    if not path.exists():
+        path.write_text(f'{secrets.token_urlsafe(32)},{USER},{USER},"system:masters"\n')
+        path.chmod(0o600)
+    return path.read_text().split(",", 1)[0]
+
+
+def _write_kubeconfig(plane: ControlPlane) -> None:
+    cluster = {"server": plane.url, "certificate-authority": str(plane.ca_file)}
+    config = {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": "ssh-gateway-test", "cluster": cluster}],
+        "users": [{"name": USER, "user": {"token": plane.token}}],
+        "contexts": [{"name": "ssh-gateway-test", "context": {"cluster": "ssh-gateway-test", "user": USER}}],
+        "current-context": "ssh-gateway-test",
+    }
+    plane.kubeconfig.write_text(yaml.safe_dump(config, sort_keys=False))
+    plane.kubeconfig.chmod(0o600)
+
+
+# --- scripts/local-cluster -------------------------------------------------------------------------
+
+LOCAL_ROOT = REPO / ".pulumi-state" / "local-cluster"
+LOCAL_STATE = LOCAL_ROOT / "state.json"
+# Fixed, so the local stack's kubeconfig stays valid across restarts; away from 6443/2379 in case a real
+# cluster or etcd runs on this machine.
+LOCAL_PORTS = {"api_port": 16443, "etcd_port": 12379, "etcd_peer_port": 12380}
+
+
+def _local_plane() -> ControlPlane | None:
+    return ControlPlane.from_json(LOCAL_STATE.read_text()) if LOCAL_STATE.exists() else None
+
+
+def _how_to_use(plane: ControlPlane) -> str:
+    pulumi = "scripts/pulumi config set --stack local --path"
+    return "\n".join(
+        [
+            f"kube-apiserver: {plane.url}  (etcd pid {plane.etcd_pid}, kube-apiserver pid {plane.apiserver_pid})",
+            f"kubeconfig:     {plane.kubeconfig}",
+            f"logs:           {plane.root}/{{etcd,kube-apiserver}}.log",
+            "Point the local stack at it (instances with target nodePort or clusterIp then get a real Service):",
+            f"  {pulumi} ssh-gateway:kubernetes.kubeconfig {plane.kubeconfig}",
+            f"  {pulumi} ssh-gateway:kubernetes.nodeIp 127.0.0.1",
+            f"  {pulumi} ssh-gateway:kubernetes.skipAwait true   # no controllers here: see docs/local-cluster.md",
+            f"Try it: KUBECONFIG={plane.kubeconfig} kubectl get services -A   (if you have kubectl)",
+        ]
+    )
+
+
+def _start() -> int:
+    plane = _local_plane()
+    if plane is not None and is_running(plane):
+        print(f"already running\n{_how_to_use(plane)}")
+        return 0
+    try:
+        plane = start_control_plane(LOCAL_ROOT, detach=True, **LOCAL_PORTS)
+    except (ToolchainMissing, ControlPlaneError) as exc:
+        print(f"local-cluster: {exc}", file=sys.stderr)
+        return 1
+    LOCAL_STATE.write_text(plane.to_json())
+    print(f"started in {plane.startup_seconds:.1f}s\n{_how_to_use(plane)}")
+    return 0
+
+
+def _stop() -> int:
+    plane = _local_plane()
+    if plane is None:
+        print("not running (no state file)")
+        return 0
+    stop_control_plane(plane)  # keeps the data: a restart finds the local stack's Services again
+    LOCAL_STATE.unlink()
+    print(f"stopped etcd (pid {plane.etcd_pid}) and kube-apiserver (pid {plane.apiserver_pid})")
+    print(f"data kept in {plane.root}")
+    return 0
+
+
+def _status() -> int:
+    plane = _local_plane()
+    if plane is None or not is_running(plane):
+        print("not running: scripts/local-cluster start")
+        return 3
+    try:
+        with plane.client() as api:
+            ready = api.get("/readyz").status_code == 200
+    except httpx.HTTPError:
+        ready = False
+    print(f"running, {'ready' if ready else 'NOT ready'}\n{_how_to_use(plane)}")
+    return 0 if ready else 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="scripts/local-cluster",
+        description="A local etcd + kube-apiserver (no controllers) for the local stack's Kubernetes half.",
+    )
+    parser.add_argument("command", choices=["start", "stop", "status"])
+    command = parser.parse_args(argv).command
+    return {"start": _start, "stop": _stop, "status": _status}[command]()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -325,26 +325,11 @@ def _openssl(*args: str, cwd: Path) -> None:
 def _make_pki(pki: Path) -> Path:
     """A CA, the serving certificate for 127.0.0.1 it signs, and the service-account key; kept if present."""
     pki.mkdir(parents=True, exist_ok=True)
-    ec = ("-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes")
+    new_ec_key = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
     if not (pki / "ca.crt").exists():
-        _openssl(
-            "req",
-            "-x509",
-            *ec,
-            "-keyout",
-            "ca.key",
-            "-out",
-            "ca.crt",
-            "-days",
-            "365",
-            "-subj",
-            "/CN=ssh-gateway test cluster CA",
-            "-addext",
-            "basicConstraints=critical,CA:TRUE",
-            "-addext",
-            "keyUsage=critical,keyCertSign,cRLSign",
-            cwd=pki,
-        )
+        ca_extensions = ["-addext", "basicConstraints=critical,CA:TRUE", "-addext", "keyUsage=critical,keyCertSign"]
+        ca_files = ["-keyout", "ca.key", "-out", "ca.crt", "-subj", "/CN=ssh-gateway test cluster CA", "-days", "365"]
+        _openssl("req", "-x509", *new_ec_key, *ca_files, *ca_extensions, cwd=pki)
         (pki / "serving.crt").unlink(missing_ok=True)
     if not (pki / "serving.crt").exists():
         (pki / "serving.ext").write_text(
@@ -352,25 +337,10 @@ def _make_pki(pki: Path) -> Path:
             "keyUsage=critical,digitalSignature\nbasicConstraints=CA:FALSE\n"
             "subjectKeyIdentifier=hash\nauthorityKeyIdentifier=keyid\n"
         )
-        _openssl("req", *ec, "-keyout", "serving.key", "-out", "serving.csr", "-subj", "/CN=kube-apiserver", cwd=pki)
-        _openssl(
-            "x509",
-            "-req",
-            "-in",
-            "serving.csr",
-            "-CA",
-            "ca.crt",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-days",
-            "365",
-            "-extfile",
-            "serving.ext",
-            "-out",
-            "serving.crt",
-            cwd=pki,
-        )
+        csr = ["-keyout", "serving.key", "-out", "serving.csr", "-subj", "/CN=kube-apiserver"]
+        _openssl("req", *new_ec_key, *csr, cwd=pki)
+        signing = ["-CA", "ca.crt", "-CAkey", "ca.key", "-CAcreateserial", "-days", "365", "-extfile", "serving.ext"]
+        _openssl("x509", "-req", "-in", "serving.csr", *signing, "-out", "serving.crt", cwd=pki)
     if not (pki / "sa.key").exists():
         # One RSA key both verifies and signs service-account tokens.
         _openssl("genrsa", "-out", "sa.key", "2048", cwd=pki)

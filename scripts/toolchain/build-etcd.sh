@@ -4,8 +4,8 @@
 # sibling is tagged and server/go.mod already requires them at the same version, so a throwaway wrapper
 # that requires only the server module builds exactly the release (upstream scripts/build_lib.sh: CGO off).
 # etcd's version is a constant in api/v3/version; upstream's only ldflag is the commit (GitSHA), which a module
-# zip does not carry, so it stays "GitNotFound". Its own wrapper, not kube-apiserver's, so MVS never mixes the
-# two's etcd client versions.
+# zip does not carry, so `etcd --version` says "Git SHA: Not provided". Its own wrapper, not kube-apiserver's,
+# so MVS never mixes the two's etcd client versions.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/versions.env"
@@ -32,7 +32,7 @@ import _ "go.etcd.io/etcd/server/v3"
 SRC
 with_progress "resolve etcd v$ETCD_VERSION modules" "$work/tidy.log" go mod tidy
 mkdir -p "$work/out/bin"
-with_progress "build etcd v$ETCD_VERSION (cold: a few minutes on 2 cores)" "$work/build.log" \
+with_progress "build etcd v$ETCD_VERSION (cold: under a minute on 2 cores)" "$work/build.log" \
   go build -trimpath -buildvcs=false -ldflags "-s -w" -o "$work/out/bin/etcd" go.etcd.io/etcd/server/v3
 
 mkdir -p "$(dirname "$dest")"

@@ -48,7 +48,7 @@ for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
   ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=$released"
 done
 mkdir -p "$work/out/bin"
-with_progress "build kube-apiserver $version (cold: ~15-20 min on 2 cores)" "$work/build.log" \
+with_progress "build kube-apiserver $version (cold: 3-7 min on 2 cores)" "$work/build.log" \
   go build -trimpath -buildvcs=false -ldflags "$ldflags" \
     -o "$work/out/bin/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver
 

@@ -233,9 +233,10 @@ def _launch(binary: Path, args: list[str], log: Path, *, detach: bool) -> subpro
     command = [str(binary), *args]
     setpriv = shutil.which("setpriv")  # util-linux; it execs the binary, so the pid stays the binary's
     if not detach and setpriv:
-        # SIGTERM when the process that started it dies, even by SIGKILL (a CI timeout, a killed pytest),
-        # which no finalizer of ours would see.
-        command = [setpriv, "--pdeathsig", "TERM", "--", *command]
+        # Killed with the process that started it, even when that one dies by SIGKILL (a CI timeout, a killed
+        # pytest) and no finalizer of ours runs. KILL, not TERM: kube-apiserver's graceful shutdown hangs once
+        # etcd (signalled at the same moment) is gone, and the test data is disposable.
+        command = [setpriv, "--pdeathsig", "KILL", "--", *command]
     with log.open("ab") as out:
         return subprocess.Popen(
             command,

@@ -170,7 +170,7 @@ class Instance(_Model):
     """One entry of `ssh-gateway:instances`."""
 
     name: DnsLabel
-    user: str = Field(default="root", pattern=r"^[a-z_][a-z0-9_-]{0,31}$")
+    user: str = Field(default="root", pattern=r"^[A-Za-z_][A-Za-z0-9._-]{0,31}$")
     target: TargetMode = "nodePort"
     port: Port | None = Field(default=None, description="pin the public port")
     selector: dict[str, str] | None = Field(default=None, description='pod selector; default {"app": name}')

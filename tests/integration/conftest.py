@@ -114,3 +114,10 @@ def kube_namespace(kube: ControlPlane) -> str:
     name = f"it-{uuid.uuid4().hex[:8]}"
     kube.create_namespace(name)
     return name
+
+
+def exported_resources(stack: auto.Stack) -> list[dict[str, Any]]:
+    """The stack's resources as `pulumi stack export` shows them (secrets decrypted)."""
+    deployment = stack.export_stack().deployment
+    assert deployment is not None
+    return list(deployment["resources"])

@@ -13,7 +13,7 @@ from pangolin_emulator.harness import EmulatorHandle
 from ssh_gateway.automation import state_file
 from ssh_gateway.toolchain import pulumi_env
 
-from .conftest import StackFactory, stack_config
+from .conftest import StackFactory, exported_resources, stack_config
 
 pytestmark = pytest.mark.integration
 
@@ -25,7 +25,8 @@ def test_preview_up_noop_destroy(emulator: EmulatorHandle, make_stack: StackFact
     )
 
     preview = stack.preview()
-    assert preview.change_summary.get(OpType.CREATE, 0) >= 5  # stack, allocation, k8s provider, component, service, pangolin
+    # The stack, the allocation, the k8s provider, the component, its Service and its Pangolin resource.
+    assert preview.change_summary.get(OpType.CREATE, 0) >= 5
 
     up = stack.up()
     outputs = {k: v.value for k, v in up.outputs.items()}
@@ -54,7 +55,7 @@ def test_preview_up_noop_destroy(emulator: EmulatorHandle, make_stack: StackFact
     secret = emulator.api_key.split(".")[1]
     assert secret not in state_file(stack).read_text()
     # Decrypted, the key appears only as the stack config handed to the dynamic-provider plugin, as a secret.
-    resources = stack.export_stack().deployment["resources"]
+    resources = exported_resources(stack)
     holders = [r for r in resources if secret in json.dumps(r)]
     assert [r["type"] for r in holders] == ["pulumi:providers:pulumi-python"]
 

@@ -14,7 +14,7 @@ from pangolin_emulator.harness import EmulatorHandle
 from ssh_gateway.automation import state_file
 from ssh_gateway.toolchain import pulumi_env
 
-from .conftest import StackFactory, stack_config, static_instance
+from .conftest import StackFactory, exported_resources, stack_config, static_instance
 
 pytestmark = pytest.mark.integration
 
@@ -96,7 +96,7 @@ def test_a_resource_left_by_an_interrupted_run_is_adopted_not_twinned(
     stack.up()
     # What a run killed between Pangolin's answer and Pulumi's checkpoint leaves: the resource exists in
     # Pangolin, the allocation table has its port, but the stack's state does not know the resource.
-    urn = next(r["urn"] for r in stack.export_stack().deployment["resources"] if r["urn"].endswith("::b-pangolin"))
+    urn = next(r["urn"] for r in exported_resources(stack) if r["urn"].endswith("::b-pangolin"))
     subprocess.run(
         ["pulumi", "state", "delete", urn, "--stack", stack.name, "--yes", "--force"],
         cwd=stack.workspace.work_dir,

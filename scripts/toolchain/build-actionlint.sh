@@ -7,14 +7,11 @@
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/progress.sh"
-dest=$1 version=$2
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-export GOTOOLCHAIN=local CGO_ENABLED=0 GOBIN=$work/out/bin
-
-mkdir -p "$GOBIN"
+version=$2
+begin_build "$1"
+# `go install module@version` takes no -mod flag; it installs straight into out/bin.
+export GOFLAGS= GOBIN=$work/out/bin
 with_progress "build actionlint $version from Go modules" "$work/build.log" \
   go install -trimpath -ldflags "-s -w" "github.com/rhysd/actionlint/cmd/actionlint@$version"
 
-mkdir -p "$(dirname "$dest")"
-rm -rf "$dest.tmp" && mv "$work/out" "$dest.tmp" && rm -rf "$dest" && mv "$dest.tmp" "$dest"
+finish_build

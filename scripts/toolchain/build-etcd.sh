@@ -10,10 +10,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/versions.env"
 . "$here/progress.sh"
-dest=$1
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-export GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0
+begin_build "$1"
 
 cd "$work"
 cat > go.mod <<MOD
@@ -31,9 +28,7 @@ package tools
 import _ "go.etcd.io/etcd/server/v3"
 SRC
 with_progress "resolve etcd v$ETCD_VERSION modules" "$work/tidy.log" go mod tidy
-mkdir -p "$work/out/bin"
 with_progress "build etcd v$ETCD_VERSION (cold: under a minute on 2 cores)" "$work/build.log" \
   go build -trimpath -buildvcs=false -ldflags "-s -w" -o "$work/out/bin/etcd" go.etcd.io/etcd/server/v3
 
-mkdir -p "$(dirname "$dest")"
-rm -rf "$dest.tmp" && mv "$work/out" "$dest.tmp" && rm -rf "$dest" && mv "$dest.tmp" "$dest"
+finish_build

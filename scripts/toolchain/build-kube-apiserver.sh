@@ -10,10 +10,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/versions.env"
 . "$here/progress.sh"
-dest=$1
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-export GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0
+begin_build "$1"
 
 version=v$KUBE_APISERVER_VERSION
 staging=v0.${KUBE_APISERVER_VERSION#1.}
@@ -47,10 +44,8 @@ for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
   ldflags+=" -X $pkg.gitVersion=$version -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
   ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=$released"
 done
-mkdir -p "$work/out/bin"
 with_progress "build kube-apiserver $version (cold: 3-7 min on 2 cores)" "$work/build.log" \
   go build -trimpath -buildvcs=false -ldflags "$ldflags" \
     -o "$work/out/bin/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver
 
-mkdir -p "$(dirname "$dest")"
-rm -rf "$dest.tmp" && mv "$work/out" "$dest.tmp" && rm -rf "$dest" && mv "$dest.tmp" "$dest"
+finish_build

@@ -7,10 +7,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/versions.env"
 . "$here/progress.sh"
-dest=$1
-work=$(mktemp -d)
-trap 'chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"' EXIT
-export GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0
+begin_build "$1"
 
 cd "$work" && go mod init example.invalid/scratch >/dev/null 2>&1
 src=$(go mod download -json "$KUBERNETES_PROVIDER_MODULE@$KUBERNETES_PROVIDER_PSEUDO" \
@@ -22,10 +19,8 @@ go mod edit -dropreplace=github.com/pulumi/pulumi-kubernetes/sdk/v4 \
             -require=github.com/pulumi/pulumi-kubernetes/sdk/v4@v$KUBERNETES_VERSION
 (cd cmd/pulumi-resource-kubernetes && VERSION=$KUBERNETES_VERSION go run ./generate.go)
 ldflags="-s -w -X github.com/pulumi/pulumi-kubernetes/provider/v4/pkg/version.Version=$KUBERNETES_VERSION"
-mkdir -p "$work/out/bin"
 with_progress "build pulumi-resource-kubernetes v$KUBERNETES_VERSION (cold: ~10 min on 2 cores)" "$work/build.log" \
   go build -trimpath -buildvcs=false -ldflags "$ldflags" \
     -o "$work/out/bin/pulumi-resource-kubernetes" ./cmd/pulumi-resource-kubernetes
 
-mkdir -p "$(dirname "$dest")"
-rm -rf "$dest.tmp" && mv "$work/out" "$dest.tmp" && rm -rf "$dest" && mv "$dest.tmp" "$dest"
+finish_build

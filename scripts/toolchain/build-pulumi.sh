@@ -7,10 +7,7 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 . "$here/versions.env"
 . "$here/progress.sh"
-dest=$1
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-export GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0
+begin_build "$1"
 
 cd "$work"
 cat > go.mod <<MOD
@@ -35,7 +32,6 @@ import _ "github.com/pulumi/pulumi/pkg/v3/cmd/pulumi"
 SRC
 with_progress "resolve pulumi $PULUMI_VERSION modules" "$work/tidy.log" go mod tidy
 ldflags="-s -w -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$PULUMI_VERSION"
-mkdir -p "$work/out/bin"
 with_progress "build pulumi $PULUMI_VERSION (cold: ~10 min on 2 cores)" "$work/build.log" \
   go build -trimpath -buildvcs=false -tags osusergo,grpcnotrace -ldflags "$ldflags" \
     -o "$work/out/bin/pulumi" github.com/pulumi/pulumi/pkg/v3/cmd/pulumi
@@ -44,5 +40,4 @@ with_progress "build pulumi $PULUMI_VERSION (cold: ~10 min on 2 cores)" "$work/b
 sdk=$(go list -m -f '{{.Dir}}' github.com/pulumi/pulumi/sdk/v3)
 install -m 0755 "$sdk/python/cmd/pulumi-language-python-exec" "$work/out/bin/"
 
-mkdir -p "$(dirname "$dest")"
-rm -rf "$dest.tmp" && mv "$work/out" "$dest.tmp" && rm -rf "$dest" && mv "$dest.tmp" "$dest"
+finish_build

@@ -21,3 +21,20 @@ with_progress() {
   fi
   echo "    $label done in $((SECONDS - start))s"
 }
+
+# The frame every build-*.sh shares: a scratch dir that is always removed (module-cache copies are
+# read-only), Go pinned to the local toolchain with CGO off as upstream releases build, and an atomic
+# move of $work/out into the cache dir, so a half-built piece is never taken for a cached one.
+# begin_build DEST
+begin_build() {
+  dest=$1
+  work=$(mktemp -d)
+  trap 'chmod -R u+w "$work" 2>/dev/null; rm -rf "$work"' EXIT
+  export GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0
+  mkdir -p "$work/out/bin"
+}
+
+finish_build() {
+  mkdir -p "$(dirname "$dest")"
+  rm -rf "$dest.tmp" && mv "$work/out" "$dest.tmp" && rm -rf "$dest" && mv "$dest.tmp" "$dest"
+}

@@ -9,6 +9,7 @@ for 10 000 instances. Run: .venv/bin/python benchmarks/pangolin_layer.py --sizes
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import tempfile
 import time
@@ -105,7 +106,15 @@ def allocator_ms(count: int = 10_000) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10, 100, 1000])
+    parser.add_argument(
+        "--skip-checkpoints",
+        action="store_true",
+        help="set PULUMI_SKIP_CHECKPOINTS for every stack: the file backend then writes the state once per "
+        "operation instead of once per step, which shows how much of `up` is checkpointing",
+    )
     args = parser.parse_args()
+    if args.skip_checkpoints:
+        os.environ["PULUMI_SKIP_CHECKPOINTS"] = "true"
     rows = []
     with tempfile.TemporaryDirectory() as tmp, running_emulator(Path(tmp)) as emulator:
         for count in args.sizes:

@@ -8,6 +8,8 @@ from typing import Any, Final
 import pulumi
 import pulumi.dynamic
 
+from providers.pickling import unwrap_batch_setitems
+
 from .provider import PangolinTcpProvider
 
 __all__ = ["PangolinTcpResource", "PangolinTcpResourceArgs"]
@@ -115,6 +117,7 @@ class PangolinTcpResource(pulumi.dynamic.Resource, module="pangolin", name="TcpR
             "target_id": None,
             "nice_id": None,
         }
+        unwrap_batch_setitems()
         super().__init__(provider or PangolinTcpProvider(), resource_name, props, opts)
 
     # The SDK names attributes after the props' keys and resolves the engine's outputs through

@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi.dynamic
 
+from providers.pickling import unwrap_batch_setitems
+
 from .provider import PortAllocationProvider
 
 __all__ = ["PortAllocation", "PortAllocationArgs"]
@@ -60,4 +62,5 @@ class PortAllocation(pulumi.dynamic.Resource, module="ssh-gateway", name="PortAl
             "ports": None,
             "released": None,
         }
+        unwrap_batch_setitems()
         super().__init__(PortAllocationProvider(), name, props, opts)

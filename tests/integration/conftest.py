@@ -10,6 +10,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from pulumi import automation as auto
 
@@ -121,3 +122,16 @@ def exported_resources(stack: auto.Stack) -> list[dict[str, Any]]:
     deployment = stack.export_stack().deployment
     assert deployment is not None
     return list(deployment["resources"])
+
+
+def change_by_hand(emulator: EmulatorHandle, instance: str, **fields: Any) -> int:
+    """Changes an instance's Pangolin resource behind the stack's back, as someone in the dashboard would;
+    returns the resource's id."""
+    resource = next(r for r in emulator.state()["resources"] if r["name"].endswith(f"/{instance}"))
+    httpx.post(
+        f"{emulator.url}/resource/{resource['resourceId']}",
+        json=fields,
+        headers={"Authorization": f"Bearer {emulator.api_key}"},
+        timeout=10,
+    ).raise_for_status()
+    return int(resource["resourceId"])

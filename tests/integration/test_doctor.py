@@ -18,7 +18,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
 import pytest
 from pulumi import automation as auto
 
@@ -30,7 +29,7 @@ from ssh_gateway.local_sshd import LocalSshd, ensure_client_keypair
 from ssh_gateway.sshkeys import openssh_public_key
 from ssh_gateway.toolchain import REPO
 
-from .conftest import stack_config
+from .conftest import change_by_hand, stack_config
 from .local_ports import free_port, free_port_block
 
 pytestmark = pytest.mark.integration
@@ -99,13 +98,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
             doomed.start()
             outputs = {k: v.value for k, v in stack.up().outputs.items()}
             doomed.stop()
-            disabled = outputs["endpoints"]["disabled"]["pangolinResourceId"]
-            httpx.post(
-                f"{emulator.url}/resource/{disabled}",
-                json={"enabled": False},
-                headers={"Authorization": f"Bearer {emulator.api_key}"},
-                timeout=10,
-            ).raise_for_status()
+            change_by_hand(emulator, "disabled", enabled=False)
             time.sleep(1.5)  # the data plane follows Pangolin within a second
             yield World(stack, emulator, outputs)
         finally:

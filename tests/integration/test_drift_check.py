@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import httpx
 import pytest
 
 from pangolin_emulator.harness import EmulatorHandle
 from ssh_gateway.toolchain import REPO
 
 from .cli import run
-from .conftest import StackFactory, stack_config, static_instance
+from .conftest import StackFactory, change_by_hand, stack_config, static_instance
 
 pytestmark = pytest.mark.integration
 
@@ -27,12 +26,7 @@ def test_a_port_changed_by_hand_fails_the_check_naming_the_resource(
         f"No drift in stack {stack.name}: Pangolin, Kubernetes and the NSG match the program."
     )
 
-    victim = next(r for r in emulator.state()["resources"] if r["name"].endswith("/b"))
-    httpx.post(
-        f"{emulator.url}/resource/{victim['resourceId']}",
-        json={"proxyPort": 40015},
-        headers={"Authorization": f"Bearer {emulator.api_key}"},
-    ).raise_for_status()
+    change_by_hand(emulator, "b", proxyPort=40015)
 
     drifted = run([DRIFT_CHECK, stack.name])
     assert drifted.returncode == 1, drifted.stdout + drifted.stderr

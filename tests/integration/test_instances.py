@@ -6,7 +6,6 @@ from __future__ import annotations
 import re
 import subprocess
 
-import httpx
 import pytest
 from pulumi.automation import OpType
 
@@ -14,7 +13,7 @@ from pangolin_emulator.harness import EmulatorHandle
 from ssh_gateway.automation import state_file
 from ssh_gateway.toolchain import pulumi_env
 
-from .conftest import StackFactory, exported_resources, stack_config, static_instance
+from .conftest import StackFactory, change_by_hand, exported_resources, stack_config, static_instance
 
 pytestmark = pytest.mark.integration
 
@@ -67,12 +66,7 @@ def test_refresh_sees_an_out_of_band_change_and_up_heals_it(emulator: EmulatorHa
     stack = make_stack(stack_config(emulator, [static_instance("a"), static_instance("b"), static_instance("c")]))
     stack.up()
     before = ports_on_emulator(emulator)
-    victim = next(r for r in emulator.state()["resources"] if r["name"].endswith("/b"))
-    httpx.post(
-        f"{emulator.url}/resource/{victim['resourceId']}",
-        json={"proxyPort": 40015},
-        headers={"Authorization": f"Bearer {emulator.api_key}"},
-    ).raise_for_status()
+    change_by_hand(emulator, "b", proxyPort=40015)
 
     refresh = stack.refresh()
     assert refresh.summary.resource_changes is not None

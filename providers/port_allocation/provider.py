@@ -22,6 +22,7 @@ from pulumi.dynamic import (
     ResourceProvider,
     UpdateResult,
 )
+from pulumi.runtime.rpc import UNKNOWN
 
 from providers.pangolin import org_snapshot
 from providers.pangolin.client import PangolinClient
@@ -30,11 +31,11 @@ from providers.pangolin.errors import PangolinError
 
 from .allocate import AllocationError, AllocationState, PortRange, allocate
 
-UNKNOWN: Final = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
 ALLOCATION_ID: Final = "port-allocation"
 
-# Inputs the diff looks at; `ports` and `released` are the computed table.
-_KEYS: Final = ("instances", "pins", "range", "reserved", "apiUrl", "orgId", "ownerPrefix", "ports", "released")
+# The inputs the table is computed from, and (with the table: `ports`, `released`) what the diff compares.
+_INPUT_KEYS: Final = ("instances", "pins", "range", "reserved", "apiUrl", "orgId", "ownerPrefix")
+_KEYS: Final = (*_INPUT_KEYS, "ports", "released")
 
 
 def _has_unknowns(value: Any) -> bool:
@@ -57,7 +58,7 @@ class PortAllocationProvider(ApiKeyFromConfig, ResourceProvider):
     serialize_as_secret_always = False
 
     def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
-        if _has_unknowns({k: news.get(k) for k in _KEYS[:7]}):
+        if _has_unknowns({k: news.get(k) for k in _INPUT_KEYS}):
             return CheckResult(news, [])
         start, end = (int(p) for p in str(news["range"]).split("-"))
         previous = AllocationState(

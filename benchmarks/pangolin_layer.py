@@ -19,8 +19,8 @@ from typing import Any
 
 from pangolin_emulator.harness import EmulatorHandle, running_emulator
 from providers.port_allocation.allocate import PortRange, allocate
-from ssh_gateway.automation import open_stack, remove_stack
-from ssh_gateway.toolchain import REPO
+from ssh_gateway.ops.automation import open_stack, remove_stack
+from ssh_gateway.ops.toolchain import REPO
 
 BASELINE = REPO / "benchmarks" / "baseline"
 

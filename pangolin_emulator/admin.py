@@ -35,9 +35,7 @@ def _set_faults(faults: FaultInjector, body: object) -> dict[str, Any]:
     return faults.snapshot()
 
 
-def handle_admin(
-    store: Store, faults: FaultInjector, method: str, path: str, body: object
-) -> tuple[int, Any]:
+def handle_admin(store: Store, faults: FaultInjector, method: str, path: str, body: object) -> tuple[int, Any]:
     """(status, JSON body) for an admin request; 404 for anything unknown, 400 for bad input."""
     route = f"{method} {path.removeprefix(ADMIN_PREFIX).strip('/')}"
     try:

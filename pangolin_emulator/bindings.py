@@ -43,9 +43,7 @@ def desired_bindings(resources: list[Row], targets: list[Row]) -> dict[int, Bind
     upstreams: dict[int, list[tuple[str, int]]] = {}
     for target in targets:
         if target["enabled"]:
-            upstreams.setdefault(int(target["resourceId"]), []).append(
-                (str(target["ip"]), int(target["port"]))
-            )
+            upstreams.setdefault(int(target["resourceId"]), []).append((str(target["ip"]), int(target["port"])))
     result: dict[int, Binding] = {}
     for row in sorted(resources, key=lambda r: int(r["resourceId"])):
         port = row.get("proxyPort")

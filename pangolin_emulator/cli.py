@@ -115,15 +115,9 @@ def build_parser() -> argparse.ArgumentParser:
         default="example.com",
         help=f"base domain of the seeded domain {SEED_DOMAIN_ID!r} (default: %(default)s)",
     )
-    faults = parser.add_argument_group(
-        "fault injection (seeded, reproducible; /v1 only, never the health route)"
-    )
-    faults.add_argument(
-        "--fault-rate", type=float, default=0.0, help="share of /v1 calls to fault, 0..1 (default: 0)"
-    )
-    faults.add_argument(
-        "--fault-seed", type=int, default=0, help="random seed for the fault sequence (default: 0)"
-    )
+    faults = parser.add_argument_group("fault injection (seeded, reproducible; /v1 only, never the health route)")
+    faults.add_argument("--fault-rate", type=float, default=0.0, help="share of /v1 calls to fault, 0..1 (default: 0)")
+    faults.add_argument("--fault-seed", type=int, default=0, help="random seed for the fault sequence (default: 0)")
     faults.add_argument(
         "--fault-kinds",
         type=_kinds,
@@ -133,9 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
         "(sleep --fault-delay then 500, request not applied), reset (TCP RST, no "
         "response). A faulted request never changes state (default: all)",
     )
-    faults.add_argument(
-        "--fault-delay", type=float, default=3.0, help="seconds a timeout fault sleeps (default: 3)"
-    )
+    faults.add_argument("--fault-delay", type=float, default=3.0, help="seconds a timeout fault sleeps (default: 3)")
     plane = parser.add_argument_group("data plane (stands in for Gerbil + Traefik + Newt)")
     plane.add_argument(
         "--data-plane",

@@ -151,9 +151,7 @@ class DataPlane:
         listener = _Listener(binding, server)
         self._listeners[binding.port] = listener
 
-    async def _serve(
-        self, listener: _Listener, reader: asyncio.StreamReader, writer: asyncio.StreamWriter
-    ) -> None:
+    async def _serve(self, listener: _Listener, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         # A connection accepted just before the listener closed must not outlive it.
         full = len(listener.connections) >= self._limits.max_connections
@@ -186,9 +184,7 @@ class DataPlane:
                     listener.writers.discard(stream)
                     stream.close()
 
-    async def _pump(
-        self, source: asyncio.StreamReader, sink: asyncio.StreamWriter, last: list[float]
-    ) -> None:
+    async def _pump(self, source: asyncio.StreamReader, sink: asyncio.StreamWriter, last: list[float]) -> None:
         loop = asyncio.get_running_loop()
         idle = self._limits.idle_timeout
         while True:

@@ -156,9 +156,7 @@ def _read_ready_line(process: subprocess.Popen[bytes], launch: _Launch) -> dict[
                     return ready
             if process.poll() is not None:
                 break
-    raise RuntimeError(
-        f"pangolin emulator did not start (exit code {process.poll()}):\n{_stderr_text(launch)}"
-    )
+    raise RuntimeError(f"pangolin emulator did not start (exit code {process.poll()}):\n{_stderr_text(launch)}")
 
 
 def _wait_healthy(url: str, process: subprocess.Popen[bytes], launch: _Launch) -> None:

@@ -77,9 +77,7 @@ def _base_row(ctx: Context, name: str, mode: str) -> Row:
 def _insert_raw(ctx: Context, name: str, mode: str, port: int) -> Reply:
     row = _base_row(ctx, name, mode) | {"proxyPort": port}
     created = ctx.store.insert_resource(row)
-    return Reply(
-        201, "Non-http resource created successfully", resource_row(created, ctx.features, echo=True)
-    )
+    return Reply(201, "Non-http resource created successfully", resource_row(created, ctx.features, echo=True))
 
 
 def _insert_http(ctx: Context, parsed: dict[str, object], mode: str) -> Reply:
@@ -90,9 +88,7 @@ def _insert_http(ctx: Context, parsed: dict[str, object], mode: str) -> Reply:
     subdomain = parsed.get("subdomain")
     full_domain = f"{subdomain}.{domain['baseDomain']}" if subdomain else str(domain["baseDomain"])
     # ≤1.21 rejects a taken domain; 1.22 regressed and accepts it (contract §2.7).
-    if not ctx.features.policies and any(
-        r.get("fullDomain") == full_domain for r in ctx.store.list_resources()
-    ):
+    if not ctx.features.policies and any(r.get("fullDomain") == full_domain for r in ctx.store.list_resources()):
         raise ApiError(409, "Resource with that domain already exists")
     row = _base_row(ctx, str(parsed["name"]), mode) | {
         "subdomain": subdomain,
@@ -185,9 +181,7 @@ def list_resources(ctx: Context) -> Reply:
     for target in targets:
         by_resource.setdefault(target["resourceId"], []).append(target)
     if features.page_pagination:
-        rows = [
-            r for r in rows if _matches(r, query, {t["siteId"] for t in by_resource.get(r["resourceId"], [])})
-        ]
+        rows = [r for r in rows if _matches(r, query, {t["siteId"] for t in by_resource.get(r["resourceId"], [])})]
         rows.sort(key=lambda r: (r["name"], r["resourceId"]), reverse=query["order"] == "desc")
         window, pagination = page_window(rows, query)
     else:
@@ -210,16 +204,10 @@ def update_resource(ctx: Context) -> Reply:
     row = ctx.entities["resource"]
     features = ctx.features
     raw = is_raw(row)
-    schema = (
-        schemas.raw_update(features, ctx.settings.allow_raw_resources)
-        if raw
-        else schemas.http_update(features)
-    )
+    schema = schemas.raw_update(features, ctx.settings.allow_raw_resources) if raw else schemas.http_update(features)
     changes: Row = schema.validate(ctx.body)
     nice_id = changes.get("niceId")
-    if nice_id is not None and ctx.store.nice_id_taken(
-        row["orgId"], str(nice_id), except_id=row["resourceId"]
-    ):
+    if nice_id is not None and ctx.store.nice_id_taken(row["orgId"], str(nice_id), except_id=row["resourceId"]):
         raise ApiError(409, f'A resource with niceId "{nice_id}" already exists')
     if not raw and ("subdomain" in changes or "domainId" in changes):
         changes["fullDomain"] = _full_domain(ctx, row, changes)

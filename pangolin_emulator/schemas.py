@@ -196,13 +196,9 @@ def target_body(features: Features, *, update: bool) -> Obj:
         "ip": Str(refine=is_target_valid),
     }
     if features.policies:
-        fields["mode"] = Enum(
-            values=("http", "tcp", "udp", "ssh", "rdp", "vnc"), optional=True, nullable=update
-        )
+        fields["mode"] = Enum(values=("http", "tcp", "udp", "ssh", "rdp", "vnc"), optional=True, nullable=update)
     fields |= {
-        "method": Str(
-            min_len=1 if update else None, max_len=10 if update else None, optional=True, nullable=True
-        ),
+        "method": Str(min_len=1 if update else None, max_len=10 if update else None, optional=True, nullable=True),
         "port": _port(optional=update),
         "enabled": Bool(optional=True) if update else Bool(default=True),
         **_health_check_fields(),

@@ -102,9 +102,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     # --- responses -----------------------------------------------------------------------
 
-    def _send(
-        self, status: int, body: bytes, content_type: str, headers: dict[str, str] | None = None
-    ) -> None:
+    def _send(self, status: int, body: bytes, content_type: str, headers: dict[str, str] | None = None) -> None:
         self.send_response(status)
         self.send_header("X-Powered-By", "Express")
         self.send_header("Content-Type", content_type)
@@ -131,9 +129,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _send_html_404(self, path: str) -> None:
         page = _HTML_404.format(method=self.command, path=path)
-        self._send(
-            404, page.encode(), "text/html; charset=utf-8", {"Content-Security-Policy": "default-src 'none'"}
-        )
+        self._send(404, page.encode(), "text/html; charset=utf-8", {"Content-Security-Policy": "default-src 'none'"})
 
     def _reset(self) -> None:
         # SO_LINGER 0 makes close() send an RST instead of a FIN.
@@ -189,9 +185,7 @@ class _Handler(BaseHTTPRequestHandler):
         if kind == "reset":
             self._reset()
         elif kind == "429":
-            self._send_error(
-                ApiError(429, "Too many requests, please try again later."), {"Retry-After": "1"}
-            )
+            self._send_error(ApiError(429, "Too many requests, please try again later."), {"Retry-After": "1"})
         else:
             if kind == "timeout":
                 time.sleep(self.server.app.faults.config.delay)

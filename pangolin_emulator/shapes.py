@@ -92,9 +92,7 @@ def _list_target(target: Row, site: Row | None, features: Features) -> dict[str,
     return item
 
 
-def resource_list_item(
-    row: Row, targets: list[Row], sites: dict[int, Row], features: Features
-) -> dict[str, Any]:
+def resource_list_item(row: Row, targets: list[Row], sites: dict[int, Row], features: Features) -> dict[str, Any]:
     """One entry of GET /org/{orgId}/resources."""
     as_flag: type[int] | type[bool] = int if features.policies else bool
     item: dict[str, Any] = {

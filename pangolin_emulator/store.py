@@ -124,9 +124,7 @@ class Store:
             )
             if org_id is not None:
                 db.execute("INSERT OR IGNORE INTO api_key_orgs VALUES (?, ?)", (key_id, org_id))
-            db.executemany(
-                "INSERT OR IGNORE INTO api_key_actions VALUES (?, ?)", [(key_id, a) for a in actions]
-            )
+            db.executemany("INSERT OR IGNORE INTO api_key_actions VALUES (?, ?)", [(key_id, a) for a in actions])
 
     def get_key(self, key_id: str) -> Row | None:
         with self._tx() as db:
@@ -135,9 +133,7 @@ class Store:
 
     def list_org_keys(self, org_id: str) -> list[str]:
         with self._tx() as db:
-            rows = db.execute(
-                "SELECT apiKeyId FROM api_key_orgs WHERE orgId = ? ORDER BY apiKeyId", (org_id,)
-            )
+            rows = db.execute("SELECT apiKeyId FROM api_key_orgs WHERE orgId = ? ORDER BY apiKeyId", (org_id,))
             return [str(row["apiKeyId"]) for row in rows]
 
     def key_in_org(self, key_id: str, org_id: str) -> bool:
@@ -155,9 +151,7 @@ class Store:
     def ensure_local_site(self, org_id: str, nice_id: str) -> int:
         """The org's first site, creating a `local` one if it has none."""
         with self._tx() as db:
-            found = db.execute(
-                "SELECT siteId FROM sites WHERE orgId = ? ORDER BY siteId", (org_id,)
-            ).fetchone()
+            found = db.execute("SELECT siteId FROM sites WHERE orgId = ? ORDER BY siteId", (org_id,)).fetchone()
             if found is not None:
                 return int(found["siteId"])
             cursor = db.execute(
@@ -217,9 +211,7 @@ class Store:
 
     def get_resource(self, resource_id: int) -> Row | None:
         with self._tx() as db:
-            row: Row | None = db.execute(
-                "SELECT * FROM resources WHERE resourceId = ?", (resource_id,)
-            ).fetchone()
+            row: Row | None = db.execute("SELECT * FROM resources WHERE resourceId = ?", (resource_id,)).fetchone()
             return row
 
     def _require_resource(self, resource_id: int) -> Row:
@@ -282,9 +274,7 @@ class Store:
         with self._tx() as db:
             if resource_id is None:
                 return list(db.execute("SELECT * FROM targets ORDER BY targetId"))
-            return list(
-                db.execute("SELECT * FROM targets WHERE resourceId = ? ORDER BY targetId", (resource_id,))
-            )
+            return list(db.execute("SELECT * FROM targets WHERE resourceId = ? ORDER BY targetId", (resource_id,)))
 
     def update_target(self, target_id: int, changes: Row) -> Row:
         with self._tx():
@@ -309,8 +299,7 @@ class Store:
     def count_call(self, route: str) -> None:
         with self._tx() as db:
             db.execute(
-                "INSERT INTO counters (route, calls) VALUES (?, 1)"
-                " ON CONFLICT (route) DO UPDATE SET calls = calls + 1",
+                "INSERT INTO counters (route, calls) VALUES (?, 1) ON CONFLICT (route) DO UPDATE SET calls = calls + 1",
                 (route,),
             )
 

@@ -283,9 +283,7 @@ class Obj(Schema):
         unknown = [key for key in value if key not in self.fields]
         if unknown and self.strict:
             plural = "s" if len(unknown) > 1 else ""
-            issues.append(
-                Issue(f"Unrecognized key{plural}: " + ", ".join(json.dumps(k) for k in unknown), path)
-            )
+            issues.append(Issue(f"Unrecognized key{plural}: " + ", ".join(json.dumps(k) for k in unknown), path))
         if issues:
             return out, issues
         # zod skips refinements once the shape itself failed.

@@ -177,9 +177,7 @@ class PangolinClient:
     def create_target(self, resource_id: int, *, site_id: int, ip: str, port: int) -> Target:
         """Add a target (site, ip, port) to a resource."""
         body = TargetCreate(siteId=site_id, ip=ip, port=port)
-        return self._fetch(
-            Target, "PUT", "/resource/{resourceId}/target", body=body, path={"resourceId": resource_id}
-        )
+        return self._fetch(Target, "PUT", "/resource/{resourceId}/target", body=body, path={"resourceId": resource_id})
 
     def list_targets(self, resource_id: int) -> list[Target]:
         """Every target of a resource, across all pages."""
@@ -194,9 +192,7 @@ class PangolinClient:
     def update_target(self, target_id: int, *, site_id: int, ip: str, port: int) -> Target:
         """Set a target's site, ip and port (Pangolin requires siteId and ip on every update)."""
         body = TargetUpdate(siteId=site_id, ip=ip, port=port)
-        return self._fetch(
-            Target, "POST", "/target/{targetId}", body=body, retry=True, path={"targetId": target_id}
-        )
+        return self._fetch(Target, "POST", "/target/{targetId}", body=body, retry=True, path={"targetId": target_id})
 
     def delete_target(self, target_id: int) -> None:
         """Delete a target. Raises PangolinNotFound if already gone."""
@@ -206,9 +202,7 @@ class PangolinClient:
 
     def list_all_sites(self, org_id: str) -> list[Site]:
         """Every site of the org, across all pages."""
-        return self._collect(
-            "/org/{orgId}/sites", "sites", Site, _page_params(self._page_size), {"orgId": org_id}
-        )
+        return self._collect("/org/{orgId}/sites", "sites", Site, _page_params(self._page_size), {"orgId": org_id})
 
     def get_site(self, site_id: int) -> Site:
         """One site."""
@@ -268,9 +262,7 @@ class PangolinClient:
         while True:
             data = self._call("GET", route, params=params, path=path)
             if not isinstance(data, Mapping) or not isinstance(data.get(key), list):
-                raise PangolinServerError(
-                    f"Pangolin {call} answered without a `{key}` list", call=call, status=200
-                )
+                raise PangolinServerError(f"Pangolin {call} answered without a `{key}` list", call=call, status=200)
             batch = [_validate(model, item, call) for item in data[key]]
             items.extend(batch)
             if data.get("pagination") is None:

@@ -53,7 +53,6 @@ from .models import Protocol, Resource, Target
 __all__ = ["API_KEY_CONFIG", "API_KEY_ENV", "INPUT_KEYS", "OUTPUT_KEYS", "PangolinTcpProvider", "TcpInputs"]
 
 
-
 # --- inputs ----------------------------------------------------------------------------------
 
 
@@ -214,9 +213,7 @@ class PangolinTcpProvider(ApiKeyFromConfig, ResourceProvider):
                     reason = "; ".join(error["msg"].removeprefix("Value error, ") for error in exc.errors())
                     shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
                     failures.append(
-                        CheckFailure(
-                            key, f"{key}={shown} is not allowed ({reason}): expected {_ALLOWED[key]}"
-                        )
+                        CheckFailure(key, f"{key}={shown} is not allowed ({reason}): expected {_ALLOWED[key]}")
                     )
         return CheckResult(inputs, failures)
 
@@ -262,9 +259,7 @@ class PangolinTcpProvider(ApiKeyFromConfig, ResourceProvider):
             enabled = desired.enabled if _differs(olds.get("enabled"), desired.enabled) else None
             if name is not None or port is not None or enabled is not None:
                 try:
-                    resource = client.update_resource(
-                        resource_id, name=name, proxy_port=port, enabled=enabled
-                    )
+                    resource = client.update_resource(resource_id, name=name, proxy_port=port, enabled=enabled)
                 except PangolinNotFound as exc:
                     raise PangolinNotFound(
                         f"{exc}. Resource {resource_id} was deleted outside Pulumi: run `pulumi refresh` to "
@@ -274,12 +269,8 @@ class PangolinTcpProvider(ApiKeyFromConfig, ResourceProvider):
                         server_message=exc.server_message,
                     ) from exc
                 nice_id = resource.niceId
-            if target_id is None or any(
-                _differs(olds.get(key), getattr(desired, key)) for key in _TARGET_KEYS
-            ):
-                target = _put_target(
-                    client, resource_id, None if target_id is None else int(target_id), desired
-                )
+            if target_id is None or any(_differs(olds.get(key), getattr(desired, key)) for key in _TARGET_KEYS):
+                target = _put_target(client, resource_id, None if target_id is None else int(target_id), desired)
                 target_id = target.targetId
         return UpdateResult(_outputs(desired, resource_id, int(target_id), nice_id))
 
@@ -339,7 +330,6 @@ class PangolinTcpProvider(ApiKeyFromConfig, ResourceProvider):
         )
 
 
-
 # --- steps -----------------------------------------------------------------------------------
 
 
@@ -375,9 +365,7 @@ def _create(client: PangolinClient, desired: TcpInputs) -> tuple[Resource, Targe
     return resource, target
 
 
-def _delete_half_made(
-    client: PangolinClient, resource_id: int, desired: TcpInputs, failure: Exception
-) -> None:
+def _delete_half_made(client: PangolinClient, resource_id: int, desired: TcpInputs, failure: Exception) -> None:
     """Undo a create whose later step failed, so `create` stays all-or-nothing."""
     try:
         client.delete_resource(resource_id)
@@ -439,18 +427,12 @@ def _adopt(client: PangolinClient, desired: TcpInputs, resource_id: int) -> tupl
     return resource, target
 
 
-def _put_target(
-    client: PangolinClient, resource_id: int, target_id: int | None, desired: TcpInputs
-) -> Target:
+def _put_target(client: PangolinClient, resource_id: int, target_id: int | None, desired: TcpInputs) -> Target:
     """Update the target in place, or create it when there is none (or it was deleted)."""
     if target_id is not None:
         try:
-            return client.update_target(
-                target_id, site_id=desired.siteId, ip=desired.targetIp, port=desired.targetPort
-            )
+            return client.update_target(target_id, site_id=desired.siteId, ip=desired.targetIp, port=desired.targetPort)
         except PangolinNotFound as exc:
             if (exc.server_message or "").startswith("Site "):
                 raise  # "Site with ID 9 not found": creating the target would fail the same way
-    return client.create_target(
-        resource_id, site_id=desired.siteId, ip=desired.targetIp, port=desired.targetPort
-    )
+    return client.create_target(resource_id, site_id=desired.siteId, ip=desired.targetIp, port=desired.targetPort)

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds etcd $ETCD_VERSION into $1/bin, for the tests' control plane (tests/integration/kube_apiserver.py).
+# Builds etcd $ETCD_VERSION into $1/bin, for the tests' control plane (ssh_gateway/local/control_plane.py).
 # server/go.mod replaces its sibling modules with ../ paths, so `go install …@version` refuses it; every
 # sibling is tagged and server/go.mod already requires them at the same version, so a throwaway wrapper
 # that requires only the server module builds exactly the release (upstream scripts/build_lib.sh: CGO off).

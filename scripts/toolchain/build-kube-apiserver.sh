@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds kube-apiserver $KUBE_APISERVER_VERSION from k8s.io/kubernetes into $1/bin, for the tests' control
-# plane (tests/integration/kube_apiserver.py). k8s.io/kubernetes requires every staging module (k8s.io/api,
+# plane (ssh_gateway/local/control_plane.py). k8s.io/kubernetes requires every staging module (k8s.io/api,
 # client-go, ...) at v0.0.0 and replaces it with ./staging/src/..., which is not in the module zip: a
 # wrapper module replaces each one with its tagged release v0.<minor>.<patch>, the list generated from the
 # downloaded go.mod itself so a new staging module cannot be missed (kubernetes/kubernetes#80316).

@@ -53,9 +53,7 @@ def add_key(state_dir: Path, org_id: str, actions: tuple[str, ...]) -> str:
 
 
 def create_raw(client: httpx.Client, org_id: str, name: str, port: int, **extra: Any) -> dict[str, Any]:
-    response = client.put(
-        f"/org/{org_id}/resource", json={"name": name, "mode": "tcp", "proxyPort": port, **extra}
-    )
+    response = client.put(f"/org/{org_id}/resource", json={"name": name, "mode": "tcp", "proxyPort": port, **extra})
     assert response.status_code == 201, response.text
     data: dict[str, Any] = response.json()["data"]
     return data

@@ -29,9 +29,7 @@ def test_health_needs_no_key(emu122: EmulatorHandle) -> None:
         ("Bearer nosuchkey000000.secret", 401, "Invalid API key"),
     ],
 )
-def test_missing_or_unknown_key(
-    emu122: EmulatorHandle, header: str | None, status: int, message: str
-) -> None:
+def test_missing_or_unknown_key(emu122: EmulatorHandle, header: str | None, status: int, message: str) -> None:
     headers = {"Authorization": header} if header else {}
     response = httpx.get(f"{emu122.url}/org/acme/resources", headers=headers)
     assert response.status_code == status

@@ -68,9 +68,7 @@ def test_forwards_and_follows_changes(plane: EmulatorHandle, echo_port: int) -> 
             f"/org/{plane.org_id}/resource", json={"name": "fwd", "mode": "tcp", "proxyPort": first}
         ).json()["data"]["resourceId"]
         assert not _echoes(first)  # no target yet, nothing to serve
-        client.put(
-            f"/resource/{rid}/target", json={"siteId": plane.site_id, "ip": "127.0.0.1", "port": echo_port}
-        )
+        client.put(f"/resource/{rid}/target", json={"siteId": plane.site_id, "ip": "127.0.0.1", "port": echo_port})
         assert _eventually(True, first)
         with socket.create_connection(("127.0.0.1", first), timeout=2) as sock:
             payload = bytes(range(256)) * 512
@@ -106,9 +104,7 @@ def test_unbindable_port_is_logged_and_retried(plane: EmulatorHandle, echo_port:
         rid = client.put(
             f"/org/{plane.org_id}/resource", json={"name": "busy", "mode": "tcp", "proxyPort": taken}
         ).json()["data"]["resourceId"]
-        client.put(
-            f"/resource/{rid}/target", json={"siteId": plane.site_id, "ip": "127.0.0.1", "port": echo_port}
-        )
+        client.put(f"/resource/{rid}/target", json={"siteId": plane.site_id, "ip": "127.0.0.1", "port": echo_port})
         log = tmp_path / "emu0" / STDERR_NAME
         deadline = time.monotonic() + FOLLOW_WITHIN
         while "cannot listen" not in log.read_text() and time.monotonic() < deadline:

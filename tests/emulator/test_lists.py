@@ -38,9 +38,7 @@ def test_122_pages_of_20_by_name(start: Start) -> None:
         assert len(zero["resources"]) == 20
         big = client.get(f"/org/{emu.org_id}/resources", params={"pageSize": 100}).json()["data"]
         assert len(big["resources"]) == 25
-        desc = client.get(f"/org/{emu.org_id}/resources", params={"order": "desc", "pageSize": 1}).json()[
-            "data"
-        ]
+        desc = client.get(f"/org/{emu.org_id}/resources", params={"order": "desc", "pageSize": 1}).json()["data"]
         assert desc["resources"][0]["name"] == "res-24"
 
 

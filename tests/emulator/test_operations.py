@@ -48,9 +48,7 @@ def test_restart_keeps_state_and_ids_keep_increasing(start: Start) -> None:
 def _run_workload(emu: EmulatorHandle, requests: int) -> list[str]:
     """Create resources one by one; record what each call got."""
     outcomes = []
-    with httpx.Client(
-        base_url=emu.url, headers={"Authorization": f"Bearer {emu.api_key}"}, timeout=5
-    ) as client:
+    with httpx.Client(base_url=emu.url, headers={"Authorization": f"Bearer {emu.api_key}"}, timeout=5) as client:
         for index in range(requests):
             try:
                 response = client.put(
@@ -91,9 +89,7 @@ def test_timeout_fault_sleeps_then_answers_500(start: Start) -> None:
         json={"rate": 1.0, "seed": 1, "kinds": ["timeout"], "delay": 0.3},
     ).raise_for_status()
     with api(emu) as client:
-        response = client.put(
-            f"/org/{emu.org_id}/resource", json={"name": "t", "mode": "tcp", "proxyPort": 1}
-        )
+        response = client.put(f"/org/{emu.org_id}/resource", json={"name": "t", "mode": "tcp", "proxyPort": 1})
         assert (response.status_code, response.json()["message"]) == (500, "An error occurred")
         assert response.elapsed.total_seconds() >= 0.3
         with pytest.raises(httpx.ReadTimeout):

@@ -84,9 +84,7 @@ def test_122_accepts_the_legacy_dialect(emu122: EmulatorHandle) -> None:
         ),
     ],
 )
-def test_122_create_validation_messages(
-    emu122: EmulatorHandle, body: dict[str, object], message: str
-) -> None:
+def test_122_create_validation_messages(emu122: EmulatorHandle, body: dict[str, object], message: str) -> None:
     assert _error(_put(emu122, body)) == (400, message)
 
 
@@ -119,9 +117,7 @@ def test_118_rejects_the_new_dialect(emu118: EmulatorHandle, body: dict[str, obj
 
 def test_missing_content_type(emu122: EmulatorHandle) -> None:
     with api(emu122) as client:
-        create = client.put(
-            f"/org/{emu122.org_id}/resource", content=b'{"name":"x","mode":"tcp","proxyPort":1}'
-        )
+        create = client.put(f"/org/{emu122.org_id}/resource", content=b'{"name":"x","mode":"tcp","proxyPort":1}')
         assert _error(create) == (500, "An error occurred")
         rid = create_raw(client, emu122.org_id, "ct", next_port())["resourceId"]
         update = client.post(f"/resource/{rid}", content=b'{"name":"y"}')
@@ -150,9 +146,7 @@ def test_raw_update_is_a_strict_subset(emu_name: str, request: pytest.FixtureReq
             "Validation error: At least one field must be provided for update",
         )
         new_port = next_port()
-        updated = client.post(
-            f"/resource/{rid}", json={"name": "renamed", "proxyPort": new_port, "enabled": False}
-        )
+        updated = client.post(f"/resource/{rid}", json={"name": "renamed", "proxyPort": new_port, "enabled": False})
         assert updated.status_code == 200
         assert updated.json()["message"] == "Non-http Resource updated successfully"
         assert (updated.json()["data"]["name"], updated.json()["data"]["proxyPort"]) == ("renamed", new_port)
@@ -166,9 +160,7 @@ def test_nice_id_update_and_conflict(emu122: EmulatorHandle) -> None:
         assert first["niceId"] != second["niceId"]
         clash = client.post(f"/resource/{second['resourceId']}", json={"niceId": first["niceId"]})
         assert _error(clash) == (409, f'A resource with niceId "{first["niceId"]}" already exists')
-        assert (
-            client.post(f"/resource/{second['resourceId']}", json={"niceId": "my-own-id"}).status_code == 200
-        )
+        assert client.post(f"/resource/{second['resourceId']}", json={"niceId": "my-own-id"}).status_code == 200
 
 
 def test_duplicate_ports_are_accepted_and_reported(start: Start) -> None:
@@ -190,9 +182,7 @@ def test_duplicate_ports_are_accepted_and_reported(start: Start) -> None:
 def test_delete_cascades_targets_and_repeats_404(emu122: EmulatorHandle) -> None:
     with api(emu122) as client:
         rid = create_raw(client, emu122.org_id, "del", next_port())["resourceId"]
-        target = client.put(
-            f"/resource/{rid}/target", json={"siteId": emu122.site_id, "ip": "127.0.0.1", "port": 5432}
-        )
+        target = client.put(f"/resource/{rid}/target", json={"siteId": emu122.site_id, "ip": "127.0.0.1", "port": 5432})
         tid = target.json()["data"]["targetId"]
         deleted = client.delete(f"/resource/{rid}").json()
         assert (deleted["data"], deleted["message"], deleted["status"]) == (

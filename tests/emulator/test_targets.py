@@ -24,9 +24,7 @@ def test_target_lifecycle(emu_name: str, request: pytest.FixtureRequest) -> None
             f"/org/{emu.org_id}/resource",
             json={"name": "t", "http": False, "protocol": "tcp", "proxyPort": next_port()},
         ).json()["data"]["resourceId"]
-        created = client.put(
-            f"/resource/{rid}/target", json={"siteId": emu.site_id, "ip": "127.0.0.1", "port": 5432}
-        )
+        created = client.put(f"/resource/{rid}/target", json={"siteId": emu.site_id, "ip": "127.0.0.1", "port": 5432})
         assert created.status_code == 201
         assert created.json()["message"] == "Target created successfully"
         target = created.json()["data"]
@@ -78,9 +76,7 @@ def test_target_lifecycle(emu_name: str, request: pytest.FixtureRequest) -> None
         ),
     ],
 )
-def test_target_create_validation(
-    emu122: EmulatorHandle, body: dict[str, object], status: int, message: str
-) -> None:
+def test_target_create_validation(emu122: EmulatorHandle, body: dict[str, object], status: int, message: str) -> None:
     with api(emu122) as client:
         rid = create_raw(client, emu122.org_id, "tv", next_port())["resourceId"]
         assert _error(client.put(f"/resource/{rid}/target", json=body)) == (status, message)

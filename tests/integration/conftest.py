@@ -15,10 +15,9 @@ import pytest
 from pulumi import automation as auto
 
 from pangolin_emulator.harness import EmulatorHandle, running_emulator
-from ssh_gateway.automation import open_stack, remove_stack
-from ssh_gateway.toolchain import ToolchainMissing, pulumi_env
-
-from .kube_apiserver import ControlPlane, ControlPlaneError, start_control_plane, stop_control_plane
+from ssh_gateway.local.control_plane import ControlPlane, ControlPlaneError, start_control_plane, stop_control_plane
+from ssh_gateway.ops.automation import open_stack, remove_stack
+from ssh_gateway.ops.toolchain import ToolchainMissing, pulumi_env
 
 StackFactory = Callable[..., auto.Stack]
 

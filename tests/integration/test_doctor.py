@@ -22,12 +22,12 @@ import pytest
 from pulumi import automation as auto
 
 from pangolin_emulator.harness import EmulatorHandle, running_emulator
-from ssh_gateway.automation import open_stack, remove_stack
-from ssh_gateway.doctor import diagnose, endpoints_from_outputs
-from ssh_gateway.doctor.__main__ import main as doctor_main
-from ssh_gateway.local_sshd import LocalSshd, ensure_client_keypair
+from ssh_gateway.local.sshd import LocalSshd, ensure_client_keypair
+from ssh_gateway.ops.automation import open_stack, remove_stack
+from ssh_gateway.ops.doctor import diagnose, endpoints_from_outputs
+from ssh_gateway.ops.doctor.__main__ import main as doctor_main
+from ssh_gateway.ops.toolchain import REPO
 from ssh_gateway.sshkeys import openssh_public_key
-from ssh_gateway.toolchain import REPO
 
 from .conftest import change_by_hand, stack_config
 from .local_ports import free_port, free_port_block
@@ -113,7 +113,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
 
 
 def doctor(world: World, capsys: pytest.CaptureFixture[str], instance: str) -> tuple[int, dict[str, Any]]:
-    """`python -m ssh_gateway.doctor --stack S --json --instance I` in-process: exit status and its one finding."""
+    """`python -m ssh_gateway.ops.doctor --stack S --json --instance I` in-process: exit status and its one finding."""
     status = doctor_main(["--stack", world.stack.name, "--json", "--timeout", str(TIMEOUT), "--instance", instance])
     report = json.loads(capsys.readouterr().out)
     [finding] = report["instances"]
@@ -202,7 +202,7 @@ def test_instances_are_checked_concurrently_within_one_timeout(world: World) -> 
 
 def test_the_command_prints_a_table_and_exits_1(world: World) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "ssh_gateway.doctor", "--stack", world.stack.name, "--timeout", str(TIMEOUT)],
+        [sys.executable, "-m", "ssh_gateway.ops.doctor", "--stack", world.stack.name, "--timeout", str(TIMEOUT)],
         cwd=REPO,
         capture_output=True,
         text=True,

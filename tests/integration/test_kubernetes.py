@@ -11,9 +11,9 @@ import pytest
 from pulumi.automation import OpType
 
 from pangolin_emulator.harness import EmulatorHandle
+from ssh_gateway.local.control_plane import ControlPlane
 
 from .conftest import StackFactory, stack_config
-from .kube_apiserver import ControlPlane
 
 pytestmark = pytest.mark.integration
 

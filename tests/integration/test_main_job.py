@@ -1,7 +1,7 @@
 """The main job end to end, as `scripts/demo` runs it: the real pulumi CLI, the emulator's data plane, a real
 sshd and the real `ssh` client in BatchMode, through the ports the program allocated.
 
-It runs the demo's own code (`python -m ssh_gateway.demo`) on a stack of its own with free ports, so it never
+It runs the demo's own code (`python -m ssh_gateway.local.demo`) on a stack of its own with free ports, so it never
 clashes with a demo running on this machine: --keep, then a second run (idempotent, reusing what the first
 left), then `down` after the emulator was killed (so down must start it to destroy).
 """
@@ -21,12 +21,12 @@ import pytest
 from pulumi import automation as auto
 
 from pangolin_emulator.keys import generate_api_key
-from ssh_gateway.automation import open_stack, remove_stack
-from ssh_gateway.doctor.__main__ import main as doctor_main
-from ssh_gateway.local_pangolin import LocalEmulator
-from ssh_gateway.local_sshd import DEMO_HOST_KEY_SEED, LocalSshd, login_user, wait_for_port
+from ssh_gateway.local.pangolin import LocalEmulator
+from ssh_gateway.local.sshd import DEMO_HOST_KEY_SEED, LocalSshd, login_user, wait_for_port
+from ssh_gateway.ops.automation import open_stack, remove_stack
+from ssh_gateway.ops.doctor.__main__ import main as doctor_main
+from ssh_gateway.ops.toolchain import REPO
 from ssh_gateway.sshkeys import openssh_public_key
-from ssh_gateway.toolchain import REPO
 
 from .local_ports import free_port, free_port_block
 
@@ -46,7 +46,7 @@ class Demo:
         argv = [
             sys.executable,
             "-m",
-            "ssh_gateway.demo",
+            "ssh_gateway.local.demo",
             *args,
             "--stack",
             self.stack.name,

@@ -197,8 +197,8 @@ def test_resource_registers_camel_case_props_and_exposes_snake_case_outputs() ->
             }
             assert values == [12, 34, "brave-otter", 40001]
 
-        return pulumi.Output.all(
-            resource.resource_id, resource.target_id, resource.nice_id, resource.proxy_port
-        ).apply(verify)
+        return pulumi.Output.all(resource.resource_id, resource.target_id, resource.nice_id, resource.proxy_port).apply(
+            verify
+        )
 
     check()

@@ -25,9 +25,7 @@ pytestmark = pytest.mark.provider
 
 def _make(client: PangolinClient, org_id: str, count: int, prefix: str) -> set[int]:
     return {
-        client.create_resource(
-            org_id, name=f"{prefix}-{i:02}", protocol="tcp", proxy_port=next_port()
-        ).resourceId
+        client.create_resource(org_id, name=f"{prefix}-{i:02}", protocol="tcp", proxy_port=next_port()).resourceId
         for i in range(count)
     }
 
@@ -60,13 +58,9 @@ def test_lists_by_offset_on_1_15(start_emulator: Callable[..., EmulatorHandle]) 
 
 def test_lists_targets_by_limit_and_offset(emulator: EmulatorHandle) -> None:
     with PangolinClient(emulator.url, emulator.api_key, page_size=2, **FAST) as client:
-        resource = client.create_resource(
-            emulator.org_id, name=unique_name(), protocol="tcp", proxy_port=next_port()
-        )
+        resource = client.create_resource(emulator.org_id, name=unique_name(), protocol="tcp", proxy_port=next_port())
         made = {
-            client.create_target(
-                resource.resourceId, site_id=emulator.site_id, ip="10.0.0.1", port=port
-            ).targetId
+            client.create_target(resource.resourceId, site_id=emulator.site_id, ip="10.0.0.1", port=port).targetId
             for port in (22, 23, 24, 25, 26)
         }
         listed = client.list_targets(resource.resourceId)
@@ -75,9 +69,7 @@ def test_lists_targets_by_limit_and_offset(emulator: EmulatorHandle) -> None:
 
 
 def test_reads_both_response_shapes(client: PangolinClient, emulator: EmulatorHandle, version: str) -> None:
-    created = client.create_resource(
-        emulator.org_id, name=unique_name(), protocol="udp", proxy_port=next_port()
-    )
+    created = client.create_resource(emulator.org_id, name=unique_name(), protocol="udp", proxy_port=next_port())
     fetched = client.get_resource(created.resourceId)
     listed = next(r for r in client.list_all_resources(emulator.org_id) if r.resourceId == created.resourceId)
     for resource in (created, fetched, listed):
@@ -106,16 +98,12 @@ def test_auto_dialect_falls_back_to_legacy_on_1_18_once(
 
 def test_explicit_dialects(emulator: EmulatorHandle, version: str) -> None:
     with PangolinClient(emulator.url, emulator.api_key, dialect="legacy", **FAST) as client:
-        legacy = client.create_resource(
-            emulator.org_id, name=unique_name(), protocol="tcp", proxy_port=next_port()
-        )
+        legacy = client.create_resource(emulator.org_id, name=unique_name(), protocol="tcp", proxy_port=next_port())
     assert legacy.raw_protocol == "tcp"
     with PangolinClient(emulator.url, emulator.api_key, dialect="mode", **FAST) as client:
         if version == "1.18.4":
             with pytest.raises(PangolinValidationError, match="http field is required"):
-                client.create_resource(
-                    emulator.org_id, name=unique_name(), protocol="tcp", proxy_port=next_port()
-                )
+                client.create_resource(emulator.org_id, name=unique_name(), protocol="tcp", proxy_port=next_port())
         else:
             created = client.create_resource(
                 emulator.org_id, name=unique_name(), protocol="tcp", proxy_port=next_port()
@@ -124,9 +112,7 @@ def test_explicit_dialects(emulator: EmulatorHandle, version: str) -> None:
 
 
 def test_update_sends_only_what_changes(client: PangolinClient, emulator: EmulatorHandle) -> None:
-    created = client.create_resource(
-        emulator.org_id, name=unique_name(), protocol="tcp", proxy_port=next_port()
-    )
+    created = client.create_resource(emulator.org_id, name=unique_name(), protocol="tcp", proxy_port=next_port())
     port = next_port()
     updated = client.update_resource(created.resourceId, proxy_port=port)
     assert (updated.name, updated.proxyPort, updated.enabled) == (created.name, port, True)
@@ -142,9 +128,7 @@ def test_errors_map_onto_the_tree(client: PangolinClient, emulator: EmulatorHand
     assert "987654" in (missing.value.server_message or "")
     assert "GET /resource/{resourceId}" in str(missing.value)
 
-    created = client.create_resource(
-        emulator.org_id, name=unique_name(), protocol="tcp", proxy_port=next_port()
-    )
+    created = client.create_resource(emulator.org_id, name=unique_name(), protocol="tcp", proxy_port=next_port())
     client.delete_resource(created.resourceId)
     with pytest.raises(PangolinNotFound, match=f"Resource with ID {created.resourceId} not found"):
         client.delete_resource(created.resourceId)

@@ -24,9 +24,7 @@ def test_idempotent_calls_succeed_through_faults(client: PangolinClient, emulato
         client.create_resource(emulator.org_id, name=unique_name("f"), protocol="tcp", proxy_port=next_port())
         for _ in range(4)
     ]
-    targets = [
-        client.create_target(r.resourceId, site_id=emulator.site_id, ip="10.0.0.1", port=22) for r in made
-    ]
+    targets = [client.create_target(r.resourceId, site_id=emulator.site_id, ip="10.0.0.1", port=22) for r in made]
     emulator.set_faults(0.3, seed=7)
 
     for resource in made:
@@ -35,16 +33,12 @@ def test_idempotent_calls_succeed_through_faults(client: PangolinClient, emulato
     assert {r.resourceId for r in made} <= {r.resourceId for r in client.list_all_resources(emulator.org_id)}
     port = next_port()
     assert client.update_resource(made[0].resourceId, proxy_port=port).proxyPort == port
-    assert (
-        client.update_target(targets[0].targetId, site_id=emulator.site_id, ip="10.0.0.2", port=23).port == 23
-    )
+    assert client.update_target(targets[0].targetId, site_id=emulator.site_id, ip="10.0.0.2", port=23).port == 23
     for resource in made:
         client.delete_resource(resource.resourceId)
 
     emulator.set_faults(0.0)
-    assert not {r.resourceId for r in made} & {
-        r.resourceId for r in client.list_all_resources(emulator.org_id)
-    }
+    assert not {r.resourceId for r in made} & {r.resourceId for r in client.list_all_resources(emulator.org_id)}
 
 
 def test_creates_under_faults_succeed_or_leave_nothing_behind(
@@ -97,9 +91,7 @@ def test_the_key_never_reaches_errors_logs_or_output(
     expect_error(lambda: provider.create(inputs(emulator, siteId=987654)))
     expect_error(lambda: provider.update("987654", state, {**state, "proxyPort": next_port()}))
     expect_error(lambda: provider.create(inputs(emulator, adoptResourceId=state["resourceId"])))
-    expect_error(
-        lambda: configure(PangolinTcpProvider(**FAST), wrong_key).read(str(state["resourceId"]), state)
-    )
+    expect_error(lambda: configure(PangolinTcpProvider(**FAST), wrong_key).read(str(state["resourceId"]), state))
     expect_error(lambda: provider.read("1", {**state, "apiUrl": "http://127.0.0.1:9/v1"}))
     expect_error(lambda: provider.create(inputs(emulator, proxyPort=70000)))
     emulator.set_faults(1.0, seed=3, kinds=("500",))

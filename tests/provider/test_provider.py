@@ -72,9 +72,7 @@ def test_create_disabled_adds_one_update(
     assert (live.enabled, live.raw_protocol) == (False, "udp")
 
 
-def test_update_in_place(
-    provider: PangolinTcpProvider, client: PangolinClient, emulator: EmulatorHandle
-) -> None:
+def test_update_in_place(provider: PangolinTcpProvider, client: PangolinClient, emulator: EmulatorHandle) -> None:
     olds = provider.create(inputs(emulator)).outs
     assert olds is not None
     resource_id = str(olds["resourceId"])
@@ -125,9 +123,7 @@ def test_read_shows_out_of_band_drift_in_outputs_and_inputs(
     client.update_resource(state["resourceId"], proxy_port=drifted_port, enabled=False)
     client.update_target(state["targetId"], site_id=emulator.site_id, ip="10.1.1.1", port=2022)
     # The engine hands numbers back as floats.
-    as_floats = {
-        k: float(v) if isinstance(v, int) and not isinstance(v, bool) else v for k, v in state.items()
-    }
+    as_floats = {k: float(v) if isinstance(v, int) and not isinstance(v, bool) else v for k, v in state.items()}
 
     read = provider.read(str(state["resourceId"]), as_floats)
 
@@ -194,9 +190,7 @@ def test_adopts_a_resource_with_the_right_name(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     props = inputs(emulator)
-    orphan = client.create_resource(
-        emulator.org_id, name=props["name"], protocol="tcp", proxy_port=next_port()
-    )
+    orphan = client.create_resource(emulator.org_id, name=props["name"], protocol="tcp", proxy_port=next_port())
 
     result = provider.create({**props, "adoptResourceId": float(orphan.resourceId)})
 
@@ -213,14 +207,11 @@ def test_adopts_a_resource_with_the_right_name(
 def test_refuses_to_adopt_a_resource_with_another_name(
     provider: PangolinTcpProvider, client: PangolinClient, emulator: EmulatorHandle
 ) -> None:
-    stranger = client.create_resource(
-        emulator.org_id, name="someone-else", protocol="tcp", proxy_port=next_port()
-    )
+    stranger = client.create_resource(emulator.org_id, name="someone-else", protocol="tcp", proxy_port=next_port())
     with pytest.raises(PangolinConflict) as raised:
         provider.create(inputs(emulator, adoptResourceId=stranger.resourceId))
     assert str(raised.value) == (
-        f"resource {stranger.resourceId} is named 'someone-else'; "
-        "this stack did not create it; refusing to adopt"
+        f"resource {stranger.resourceId} is named 'someone-else'; this stack did not create it; refusing to adopt"
     )
     assert client.get_resource(stranger.resourceId).proxyPort == stranger.proxyPort  # untouched
 
@@ -248,9 +239,7 @@ def test_raw_resources_disabled_tells_the_operator_what_to_set(
     assert server.api_key not in message
 
 
-def test_four_concurrent_calls_share_one_provider(
-    provider: PangolinTcpProvider, emulator: EmulatorHandle
-) -> None:
+def test_four_concurrent_calls_share_one_provider(provider: PangolinTcpProvider, emulator: EmulatorHandle) -> None:
     provider.create(inputs(emulator))  # learn the dialect
     emulator.reset_counters()
     props = [inputs(emulator) for _ in range(8)]

@@ -57,9 +57,7 @@ def _scripted(steps: list[Step]) -> tuple[PangolinClient, list[httpx.Request], l
 
 
 def test_get_retries_5xx_with_growing_jittered_backoff() -> None:
-    client, requests, sleeps = _scripted(
-        [_answer(500), _answer(503), _answer(502), _answer(200, _OK_RESOURCE)]
-    )
+    client, requests, sleeps = _scripted([_answer(500), _answer(503), _answer(502), _answer(200, _OK_RESOURCE)])
     assert client.get_resource(7).resourceId == 7
     assert len(requests) == 4
     # equal jitter: attempt n sleeps between half and all of base * 2**n
@@ -80,9 +78,7 @@ def test_429_honours_retry_after_capped_even_for_a_create() -> None:
     assert sleeps == [2.0, 5.0]
 
 
-@pytest.mark.parametrize(
-    "failure", [_answer(500), _answer(408), httpx.ReadTimeout, httpx.RemoteProtocolError], ids=str
-)
+@pytest.mark.parametrize("failure", [_answer(500), _answer(408), httpx.ReadTimeout, httpx.RemoteProtocolError], ids=str)
 def test_a_create_that_may_have_reached_the_server_is_not_retried(failure: Step) -> None:
     client, requests, sleeps = _scripted([failure])
     with pytest.raises((PangolinServerError, PangolinTransportError)):

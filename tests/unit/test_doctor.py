@@ -13,10 +13,10 @@ from typing import Any
 import httpx
 import pytest
 
-from ssh_gateway.doctor import Check, Endpoint, InstanceReport, as_json, endpoints_from_outputs, render
-from ssh_gateway.doctor.checks import check_banner, check_dns, check_tcp, fingerprint
-from ssh_gateway.doctor.model import parse_known_hosts
-from ssh_gateway.doctor.pangolin import check_pangolin
+from ssh_gateway.ops.doctor import Check, Endpoint, InstanceReport, as_json, endpoints_from_outputs, render
+from ssh_gateway.ops.doctor.checks import check_banner, check_dns, check_tcp, fingerprint
+from ssh_gateway.ops.doctor.model import parse_known_hosts
+from ssh_gateway.ops.doctor.pangolin import check_pangolin
 from ssh_gateway.sshkeys import openssh_public_key
 
 pytestmark = pytest.mark.unit

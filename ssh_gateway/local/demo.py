@@ -30,14 +30,14 @@ from typing import Any
 from pulumi import automation as auto
 
 from components.settings import Settings, SettingsError, decode_config, parse_settings
+from ssh_gateway.ops.automation import open_stack
+from ssh_gateway.ops.doctor import diagnose, endpoints_from_outputs
+from ssh_gateway.ops.doctor.checks import fingerprint
+from ssh_gateway.ops.doctor.model import parse_known_hosts
+from ssh_gateway.ops.toolchain import REPO
 
-from .automation import open_stack
-from .doctor import diagnose, endpoints_from_outputs
-from .doctor.checks import fingerprint
-from .doctor.model import parse_known_hosts
-from .local_pangolin import EmulatorError, LocalEmulator
-from .local_sshd import KeyPair, LocalSshd, SshdError, ensure_client_keypair, login_user, wait_for_port
-from .toolchain import REPO
+from .pangolin import EmulatorError, LocalEmulator
+from .sshd import KeyPair, LocalSshd, SshdError, ensure_client_keypair, login_user, wait_for_port
 
 __all__ = ["main"]
 

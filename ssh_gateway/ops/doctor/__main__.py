@@ -1,4 +1,4 @@
-"""`python -m ssh_gateway.doctor --stack NAME`: exit 0 when every instance is healthy, 1 when one is broken,
+"""`python -m ssh_gateway.ops.doctor --stack NAME`: exit 0 when every instance is healthy, 1 when one is broken,
 2 when the doctor cannot run (no such stack, no outputs)."""
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from collections.abc import Sequence
 
 from pulumi import automation as auto
 
-from ssh_gateway.automation import workspace_options
-from ssh_gateway.toolchain import REPO, ToolchainMissing
+from ssh_gateway.ops.automation import workspace_options
+from ssh_gateway.ops.toolchain import REPO, ToolchainMissing
 
 from .diagnose import diagnose
 from .model import endpoints_from_outputs
@@ -24,7 +24,7 @@ API_KEY_ENV = "PANGOLIN_API_KEY"
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="python -m ssh_gateway.doctor",
+        prog="python -m ssh_gateway.ops.doctor",
         description="Check every instance of a stack along the ssh path and name the first broken layer: "
         "dns, tcp, banner, hostkey, pangolin.",
     )

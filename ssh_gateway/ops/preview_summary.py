@@ -1,7 +1,7 @@
 """The reviewer's view of a preview: `pulumi preview --json` as a short Markdown table.
 
-    scripts/pulumi preview --json --stack dev | python -m ssh_gateway.preview_summary
-    python -m ssh_gateway.preview_summary preview.json
+    scripts/pulumi preview --json --stack dev | python -m ssh_gateway.ops.preview_summary
+    python -m ssh_gateway.ops.preview_summary preview.json
     scripts/preview-summary dev            # runs the preview, then renders it
 
 One row per instance the preview touches: added, removed, port changed, target changed, or touched (something of

@@ -16,9 +16,10 @@ from urllib.parse import urlsplit
 
 import httpx
 
-from .local_sshd import wait_for_port
+from ssh_gateway.ops.toolchain import REPO
+
 from .pidfile import PidFile
-from .toolchain import REPO
+from .sshd import wait_for_port
 
 __all__ = ["EmulatorError", "LocalEmulator"]
 

@@ -1,6 +1,6 @@
 """The doctor: reads a stack's outputs and names, per instance, the first broken layer of the ssh path.
 
-    python -m ssh_gateway.doctor --stack local [--json] [--timeout 3] [--instance NAME ...]
+    python -m ssh_gateway.ops.doctor --stack local [--json] [--timeout 3] [--instance NAME ...]
 
 Layers, in order: the public name resolves (dns); the gateway port accepts TCP (tcp); an SSH banner comes
 back (banner); the host key is the pinned one (hostkey); and Pangolin's resource and target exist, are

@@ -19,8 +19,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from ssh_gateway.sshkeys import openssh_private_key, openssh_public_key
+
 from .pidfile import PidFile
-from .sshkeys import openssh_private_key, openssh_public_key
 
 __all__ = [
     "DEMO_HOST_KEY_SEED",
@@ -152,7 +153,7 @@ class LocalSshd:
         self.config_file.write_text(
             "\n".join(
                 [
-                    "# Written by ssh_gateway.local_sshd: a loopback-only sshd standing in for the instances' pods.",
+                    "# Written by ssh_gateway.local.sshd: a loopback-only sshd standing in for the instances' pods.",
                     f"ListenAddress {self.host}:{self.port}",
                     f"HostKey {_quote(self.host_key_file)}",
                     f"PidFile {_quote(self.pid_file)}",

@@ -1,0 +1,1 @@
+"""The domain vocabulary of ssh-gateway, defined once and free of Pulumi."""

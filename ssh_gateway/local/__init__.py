@@ -1,0 +1,1 @@
+"""The local rig: the demo, a loopback sshd, the Pangolin emulator launcher and a local control plane."""

@@ -1,0 +1,1 @@
+"""The operator's tools around the ssh-gateway program."""

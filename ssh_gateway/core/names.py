@@ -1,0 +1,120 @@
+"""Names: of Pangolin resources, Services and ssh aliases, of each instance's children, and the type tokens.
+
+An instance's resources are found again - by the preview summary, the drift check, the doctor and the policy
+pack - in one way only: `instance_of(urn)`, from the URN's type chain and the child's role suffix.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Final
+
+__all__ = [
+    "ALLOCATION_KIND",
+    "ALLOCATION_MODULE",
+    "ALLOCATION_TYPE",
+    "COMPONENT_TYPE",
+    "NSG_RULE_TYPE",
+    "NSG_TYPE",
+    "PANGOLIN_KIND",
+    "PANGOLIN_MODULE",
+    "PANGOLIN_TYPE",
+    "SERVICE_TYPE",
+    "STACK_TYPE",
+    "Role",
+    "child_name",
+    "instance_of",
+    "owner_prefix",
+    "pangolin_resource_name",
+    "public_host",
+    "service_name",
+    "ssh_alias",
+    "urn_name",
+    "urn_type",
+]
+
+COMPONENT_TYPE: Final = "ssh-gateway:index:SshInstance"
+"""The component that is one instance."""
+
+PANGOLIN_MODULE: Final = "pangolin"
+PANGOLIN_KIND: Final = "TcpResource"
+PANGOLIN_TYPE: Final = f"pulumi-python:dynamic/{PANGOLIN_MODULE}:{PANGOLIN_KIND}"
+"""A Pangolin raw TCP/UDP resource with its target (a Python dynamic resource)."""
+
+ALLOCATION_MODULE: Final = "ssh-gateway"
+ALLOCATION_KIND: Final = "PortAllocation"
+ALLOCATION_TYPE: Final = f"pulumi-python:dynamic/{ALLOCATION_MODULE}:{ALLOCATION_KIND}"
+"""The stack's port table."""
+
+NSG_RULE_TYPE: Final = "azure-native:network:SecurityRule"
+NSG_TYPE: Final = "azure-native:network:NetworkSecurityGroup"
+SERVICE_TYPE: Final = "kubernetes:core/v1:Service"
+STACK_TYPE: Final = "pulumi:pulumi:Stack"
+
+
+class Role(StrEnum):
+    """What a child of an instance is for; its Pulumi name is `<instance>-<role>`."""
+
+    SERVICE = "service"
+    PANGOLIN = "pangolin"
+    NSG_RULE = "nsg-rule"
+
+
+def child_name(instance: str, role: Role) -> str:
+    """The Pulumi name of an instance's child, e.g. `gpu-01-pangolin`."""
+    return f"{instance}-{role}"
+
+
+def owner_prefix(project: str, stack: str) -> str:
+    """Prefix of every Pangolin resource name this stack owns, e.g. `ssh-gateway/prod/`."""
+    return f"{project}/{stack}/"
+
+
+def pangolin_resource_name(project: str, stack: str, instance: str) -> str:
+    """The Pangolin resource name of an instance: it identifies the stack and the instance."""
+    return f"{owner_prefix(project, stack)}{instance}"
+
+
+def service_name(instance: str) -> str:
+    """The Kubernetes Service in front of an instance's sshd."""
+    return f"ssh-{instance}"
+
+
+def public_host(template: str, instance: str) -> str:
+    """The public name users ssh to, from `gateway.hostTemplate`."""
+    return template.replace("{instance}", instance)
+
+
+def ssh_alias(instance: str) -> str:
+    """The `Host` alias in the generated ssh config (one per instance, so VS Code lists each)."""
+    return f"ssh-{instance}"
+
+
+def urn_name(urn: str) -> str:
+    """The resource's own name, the URN's last part."""
+    return urn.rsplit("::", 1)[-1]
+
+
+def _type_chain(urn: str) -> list[str]:
+    parts = urn.split("::")
+    return parts[2].split("$") if len(parts) >= 4 else []
+
+
+def urn_type(urn: str) -> str:
+    """The resource's own type token (the last of the URN's type chain)."""
+    chain = _type_chain(urn)
+    return chain[-1] if chain else ""
+
+
+def instance_of(urn: str) -> str | None:
+    """The instance a resource belongs to: the `SshInstance` itself, or one of its children; else None."""
+    chain = _type_chain(urn)
+    if not chain or COMPONENT_TYPE not in chain:
+        return None
+    name = urn_name(urn)
+    if chain[-1] == COMPONENT_TYPE:
+        return name
+    for role in Role:
+        if name.endswith(f"-{role}"):
+            return name.removesuffix(f"-{role}")
+    return None

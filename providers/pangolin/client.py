@@ -1,6 +1,6 @@
 """A synchronous client for the routes of Pangolin's Integration API that raw TCP/UDP resources use.
 
-The contract is /work/shared/reference/pangolin-api.md (1.10 to 1.22). The client speaks both
+The contract is docs/pangolin-api.md (1.10 to 1.22). The client speaks both
 create dialects, follows both pagination schemes, decodes the `{data, success, error, message,
 status}` envelope and maps errors onto `providers.pangolin.errors`.
 """
@@ -8,13 +8,12 @@ status}` envelope and maps errors onto `providers.pangolin.errors`.
 from __future__ import annotations
 
 import functools
-import random
 import ssl
 import threading
 import time
 from collections.abc import Callable, Mapping
 from types import TracebackType
-from typing import Any, Final, Literal, TypeVar
+from typing import Any, Literal, TypeVar
 from urllib.parse import quote
 
 import httpx
@@ -28,7 +27,6 @@ from .errors import (
     error_for_status,
 )
 from .models import (
-    Domain,
     Envelope,
     LegacyRawResourceCreate,
     Pagination,
@@ -36,25 +34,23 @@ from .models import (
     RawResourceCreate,
     RawResourceUpdate,
     Resource,
-    Site,
     Target,
     TargetCreate,
     TargetUpdate,
 )
+from .policy import DEFAULT_POLICY, HttpPolicy
 
-__all__ = ["DEFAULT_TIMEOUT", "Dialect", "PangolinClient"]
+__all__ = ["Dialect", "PangolinClient"]
 
 Dialect = Literal["auto", "mode", "legacy"]
 """Create-body dialect: 1.19+ `mode`, 1.10-1.18 `legacy` (`http`/`protocol`), or `auto`."""
-
-DEFAULT_TIMEOUT: Final = httpx.Timeout(30.0, connect=5.0)
 
 # What `dialect="auto"` learned per base URL. Module-level so that the clients built per provider
 # call (one per call, see provider.py) pay the 1.18 fallback once per process, not once per create.
 _learned_dialects: dict[str, Literal["mode", "legacy"]] = {}
 _learned_lock = threading.Lock()
 
-# How 1.18 answers a `mode` body (pangolin-api.md, Addendum 8).
+# How 1.18 answers a `mode` body (docs/pangolin-api.md, Addendum 8).
 _LEGACY_ONLY_MESSAGES = ("http field is required", 'Unrecognized key: "mode"')
 
 _ModelT = TypeVar("_ModelT", bound=BaseModel)
@@ -81,11 +77,7 @@ class PangolinClient:
         base_url: str,
         api_key: str,
         *,
-        timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
-        max_retries: int = 4,
-        backoff_base: float = 0.5,
-        backoff_max: float = 8.0,
-        retry_after_max: float = 30.0,
+        policy: HttpPolicy = DEFAULT_POLICY,
         page_size: int = 100,
         dialect: Dialect = "auto",
         transport: httpx.BaseTransport | None = None,
@@ -93,17 +85,14 @@ class PangolinClient:
     ) -> None:
         self._base_url = base_url.rstrip("/")
         self._api_key = api_key
-        self._max_retries = max_retries
-        self._backoff_base = backoff_base
-        self._backoff_max = backoff_max
-        self._retry_after_max = retry_after_max
+        self._policy = policy
         self._page_size = page_size
         self._dialect: Dialect = dialect
         self._sleep = sleep
         self._http = httpx.Client(
             base_url=self._base_url,
             headers={"Authorization": f"Bearer {api_key}", "Accept": "application/json"},
-            timeout=timeout,
+            timeout=policy.timeout,
             transport=transport,
             verify=_tls_context(),
         )
@@ -197,27 +186,6 @@ class PangolinClient:
     def delete_target(self, target_id: int) -> None:
         """Delete a target. Raises PangolinNotFound if already gone."""
         self._call("DELETE", "/target/{targetId}", path={"targetId": target_id})
-
-    # --- sites and domains -------------------------------------------------------------------
-
-    def list_all_sites(self, org_id: str) -> list[Site]:
-        """Every site of the org, across all pages."""
-        return self._collect("/org/{orgId}/sites", "sites", Site, _page_params(self._page_size), {"orgId": org_id})
-
-    def get_site(self, site_id: int) -> Site:
-        """One site."""
-        return self._fetch(Site, "GET", "/site/{siteId}", path={"siteId": site_id})
-
-    def list_domains(self, org_id: str) -> list[Domain]:
-        """Every domain of the org, across all pages."""
-        return self._collect(
-            "/org/{orgId}/domains", "domains", Domain, _offset_params(self._page_size, 0), {"orgId": org_id}
-        )
-
-    def get_domain(self, org_id: str, domain_id: str) -> Domain:
-        """One domain of the org."""
-        path = {"orgId": org_id, "domainId": domain_id}
-        return self._fetch(Domain, "GET", "/org/{orgId}/domain/{domainId}", path=path)
 
     # --- plumbing ----------------------------------------------------------------------------
 
@@ -323,7 +291,7 @@ class PangolinClient:
         url = route.format(**{name: quote(str(value), safe="") for name, value in (path or {}).items()})
         idempotent = retry if retry is not None else method in ("GET", "DELETE")
         content = body.model_dump_json(exclude_none=True) if body is not None else None
-        # Without this header Pangolin answers 500 on create (pangolin-api.md §1.4).
+        # Without this header Pangolin answers 500 on create (docs/pangolin-api.md §1.4).
         headers = {"Content-Type": "application/json"} if body is not None else None
         attempt = 0
         while True:
@@ -350,24 +318,11 @@ class PangolinClient:
                 error = error_for_status(call, status, self._server_message(response))
                 may_retry = status == 429 or (idempotent and (status == 408 or status >= 500))
                 if status == 429:
-                    retry_after = self._retry_after(response)
-            if not may_retry or attempt >= self._max_retries:
+                    retry_after = self._policy.retry_after(response.headers.get("Retry-After"))
+            if not may_retry or attempt >= self._policy.max_retries:
                 raise error from cause
-            self._sleep(retry_after if retry_after is not None else self._backoff(attempt))
+            self._sleep(retry_after if retry_after is not None else self._policy.backoff(attempt))
             attempt += 1
-
-    def _backoff(self, attempt: int) -> float:
-        # "Equal jitter": half the capped exponential delay, plus up to the other half at random,
-        # so that concurrent callers spread out but never retry immediately.
-        cap = min(self._backoff_max, self._backoff_base * 2.0**attempt)
-        return cap / 2 + random.uniform(0, cap / 2)  # noqa: S311 - jitter, not cryptography
-
-    def _retry_after(self, response: httpx.Response) -> float | None:
-        try:
-            seconds = float(response.headers.get("Retry-After", ""))
-        except ValueError:
-            return None  # absent, or an HTTP date: fall back to backoff
-        return min(max(seconds, 0.0), self._retry_after_max)
 
     def _decode(self, call: str, response: httpx.Response) -> Any:
         try:

@@ -28,7 +28,7 @@ __all__ = [
     "error_for_status",
 ]
 
-# Pangolin answers these when `flags.allow_raw_resources` is unset or false (pangolin-api.md §2.4):
+# Pangolin answers these when `flags.allow_raw_resources` is unset or false (docs/pangolin-api.md §2.4):
 # the code treats "unset" as false although the docs claim the default is true.
 _RAW_FLAG_MESSAGES = ("Raw resources are not allowed", "Cannot update proxyPort")
 _RAW_FLAG_HINT = (
@@ -61,6 +61,10 @@ class PangolinError(Exception):
         self.call = call
         self.status = status
         self.server_message = server_message
+
+    def with_advice(self, advice: str) -> PangolinError:
+        """The same error, of the same class, with what the user can do about it appended."""
+        return type(self)(f"{self}. {advice}", call=self.call, status=self.status, server_message=self.server_message)
 
 
 class PangolinTransportError(PangolinError):

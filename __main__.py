@@ -2,8 +2,9 @@
 
 import pulumi
 
-from components.program import build
-from components.settings import load_settings
+from components.program import build, load_settings, read_pangolin_org
 
-for key, value in build(load_settings(), project=pulumi.get_project(), stack=pulumi.get_stack()).items():
+settings = load_settings()
+outputs = build(settings, org=read_pangolin_org(settings), project=pulumi.get_project(), stack=pulumi.get_stack())
+for key, value in outputs.items():
     pulumi.export(key, value)

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from pangolin_emulator.harness import EmulatorHandle, running_emulator
-from providers.port_allocation.allocate import PortRange, allocate
+from ssh_gateway.core.allocation import allocate
+from ssh_gateway.core.ports import PortRange
 from ssh_gateway.ops.automation import open_stack, remove_stack
 from ssh_gateway.ops.toolchain import REPO
 

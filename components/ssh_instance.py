@@ -7,19 +7,17 @@ exactly that port.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import pulumi
 import pulumi_azure_native as azure_native
 import pulumi_kubernetes as k8s
 
 from providers.pangolin import PangolinTcpResource, PangolinTcpResourceArgs
-
-from .naming import service_name, ssh_alias
-
-TargetMode = Literal["nodePort", "clusterIp", "static"]
+from ssh_gateway.core.firewall import Cidrs, ServiceTag, Sources
+from ssh_gateway.core.names import COMPONENT_TYPE, Role, child_name, ssh_alias
+from ssh_gateway.core.targets import ClusterIpTarget, NodePortTarget, ServiceSpec, StaticTarget, Target
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -30,8 +28,8 @@ class FirewallRuleArgs:
     """Resource group of the network security group."""
     nsg_name: str
     """The network security group the gateway's NIC or subnet uses."""
-    source_cidrs: Sequence[str]
-    """Source address prefixes allowed in."""
+    sources: Sources
+    """Who may connect: CIDRs, or one service tag."""
     priority: pulumi.Input[int]
     """Rule priority, derived from the port so it is unique and stable."""
 
@@ -48,6 +46,8 @@ class PangolinTargetArgs:
     """Newt (or local) site the target is reached through."""
     resource_name: str
     """Resource name, identifying the stack and the instance."""
+    leftover_id: int | None = None
+    """A resource of this name that the program's listing found: adopted on create instead of twinned."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -64,27 +64,8 @@ class SshInstanceArgs:
     """The login user."""
     pangolin: PangolinTargetArgs
     """Pangolin resource settings."""
-    target_mode: TargetMode = "nodePort"
-    """nodePort: node IP + the Service's nodePort; clusterIp: the Service's cluster DNS name + 22;
-    static: a fixed host:port (a VM or a host outside Kubernetes)."""
-    namespace: str = "default"
-    """Namespace of the Service."""
-    selector: Mapping[str, str] | None = None
-    """Pod selector of the Service; default `{"app": instance}`."""
-    pod_port: int = 22
-    """The sshd port in the pod."""
-    node_port: int | None = None
-    """Pin the Service's nodePort (needed when manifests are rendered, not applied)."""
-    node_ip: str | None = None
-    """The node address a NodePort target is reached at."""
-    cluster_domain: str = "cluster.local"
-    """The cluster's DNS domain, for ClusterIP targets."""
-    skip_await: bool = False
-    """Only for clusters without controllers (tests): no await for endpoints, a background delete."""
-    static_host: str | None = None
-    """Target host for the static mode."""
-    static_port: int | None = None
-    """Target port for the static mode."""
+    target: Target
+    """Where Pangolin forwards to: a NodePort or ClusterIP Service in front of the pod, or a static host:port."""
     firewall: FirewallRuleArgs | None = None
     """The NSG rule; None when the stack has no firewall layer (local)."""
     host_key: str | None = None
@@ -105,12 +86,12 @@ class SshInstance(pulumi.ComponentResource):
     pangolin_resource_id: pulumi.Output[int]
 
     def __init__(self, name: str, args: SshInstanceArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("ssh-gateway:index:SshInstance", name, None, opts)
+        super().__init__(COMPONENT_TYPE, name, None, opts)
         child = pulumi.ResourceOptions(parent=self)
 
         target_ip, target_port = self._create_target(name, args, child)
-        self.pangolin_resource = PangolinTcpResource(
-            f"{name}-pangolin",
+        pangolin_resource = PangolinTcpResource(
+            child_name(name, Role.PANGOLIN),
             PangolinTcpResourceArgs(
                 api_url=args.pangolin.api_url,
                 org_id=args.pangolin.org_id,
@@ -119,11 +100,12 @@ class SshInstance(pulumi.ComponentResource):
                 proxy_port=args.public_port,
                 target_ip=target_ip,
                 target_port=target_port,
+                adopt_resource_id=args.pangolin.leftover_id,
             ),
             child,
         )
         if args.firewall is not None:
-            self._create_firewall_rule(name, args, args.firewall)
+            self._create_firewall_rule(name, args, args.firewall, pangolin_resource)
 
         port = pulumi.Output.from_input(args.public_port)
         self.host = pulumi.Output.from_input(args.public_host)
@@ -132,7 +114,7 @@ class SshInstance(pulumi.ComponentResource):
         self.ssh_command = port.apply(lambda p: f"ssh -p {p} {args.user}@{args.public_host}")
         self.ssh_config = port.apply(lambda p: _host_block(args, p))
         self.known_hosts = port.apply(lambda p: f"[{args.public_host}]:{p} {args.host_key}" if args.host_key else "")
-        self.pangolin_resource_id = self.pangolin_resource.resource_id
+        self.pangolin_resource_id = pangolin_resource.resource_id
         self.register_outputs(
             {
                 "host": self.host,
@@ -149,46 +131,50 @@ class SshInstance(pulumi.ComponentResource):
         self, name: str, args: SshInstanceArgs, child: pulumi.ResourceOptions
     ) -> tuple[pulumi.Input[str], pulumi.Input[int]]:
         """The Service (unless static) and the address Pangolin's site forwards to."""
-        if args.target_mode == "static":
-            assert args.static_host is not None and args.static_port is not None  # noqa: S101 - settings checked
-            return args.static_host, args.static_port
-        node_port = args.target_mode == "nodePort"
-        self.service = k8s.core.v1.Service(
-            f"{name}-service",
+        target = args.target
+        if isinstance(target, StaticTarget):
+            return target.host, target.port
+        service = self._create_service(name, args.instance, target, child)
+        if isinstance(target, ClusterIpTarget):
+            return target.host, 22
+        assigned = service.spec.apply(_assigned_node_port)
+        return target.node_ip, assigned if target.node_port is None else target.node_port
+
+    def _create_service(
+        self, name: str, instance: str, target: NodePortTarget | ClusterIpTarget, child: pulumi.ResourceOptions
+    ) -> k8s.core.v1.Service:
+        spec: ServiceSpec = target.service
+        node_port = target.node_port if isinstance(target, NodePortTarget) else None
+        return k8s.core.v1.Service(
+            child_name(name, Role.SERVICE),
             metadata=k8s.meta.v1.ObjectMetaArgs(
-                name=service_name(args.instance),
-                namespace=args.namespace,
-                labels={"app.kubernetes.io/managed-by": "ssh-gateway", "ssh-gateway/instance": args.instance},
-                annotations=_SKIP_AWAIT if args.skip_await else None,
+                name=spec.name,
+                namespace=spec.namespace,
+                labels={"app.kubernetes.io/managed-by": "ssh-gateway", "ssh-gateway/instance": instance},
+                annotations=_SKIP_AWAIT if spec.skip_await else None,
             ),
             spec=k8s.core.v1.ServiceSpecArgs(
-                type="NodePort" if node_port else "ClusterIP",
-                selector=dict(args.selector or {"app": args.instance}),
+                type="NodePort" if isinstance(target, NodePortTarget) else "ClusterIP",
+                selector=dict(spec.selector),
                 ports=[
                     k8s.core.v1.ServicePortArgs(
-                        name="ssh",
-                        protocol="TCP",
-                        port=22,
-                        target_port=args.pod_port,
-                        node_port=args.node_port if node_port else None,
+                        name="ssh", protocol="TCP", port=22, target_port=spec.pod_port, node_port=node_port
                     )
                 ],
             ),
             opts=child,
         )
-        if not node_port:
-            return f"{service_name(args.instance)}.{args.namespace}.svc.{args.cluster_domain}", 22
-        assert args.node_ip is not None  # noqa: S101 - settings require nodeIp for nodePort targets
-        assigned = self.service.spec.apply(_assigned_node_port)
-        return args.node_ip, assigned if args.node_port is None else args.node_port
 
-    def _create_firewall_rule(self, name: str, args: SshInstanceArgs, fw: FirewallRuleArgs) -> None:
+    def _create_firewall_rule(
+        self, name: str, args: SshInstanceArgs, fw: FirewallRuleArgs, pangolin_resource: PangolinTcpResource
+    ) -> None:
         # A standalone SecurityRule, never inline rules on the NSG: inline rules make every NSG update
         # delete and re-add the standalone ones (pulumi-azure-native#3359).
         # It depends on the Pangolin resource so the port opens only once something is bound behind it,
         # and closes (destroy runs in reverse) before the binding goes away.
-        self.firewall_rule = azure_native.network.SecurityRule(
-            f"{name}-nsg-rule",
+        single, several = _source_fields(fw.sources)
+        azure_native.network.SecurityRule(
+            child_name(name, Role.NSG_RULE),
             resource_group_name=fw.resource_group,
             network_security_group_name=fw.nsg_name,
             security_rule_name=f"ssh-gateway-{args.instance}",
@@ -198,12 +184,11 @@ class SshInstance(pulumi.ComponentResource):
             protocol="Tcp",
             priority=fw.priority,
             source_port_range="*",
-            # Azure takes a service tag ("Internet", "*") only in the singular field.
-            source_address_prefix=fw.source_cidrs[0] if len(fw.source_cidrs) == 1 else None,
-            source_address_prefixes=list(fw.source_cidrs) if len(fw.source_cidrs) > 1 else None,
+            source_address_prefix=single,
+            source_address_prefixes=several,
             destination_address_prefix="*",
             destination_port_range=pulumi.Output.from_input(args.public_port).apply(str),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.pangolin_resource]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[pangolin_resource]),
         )
 
 
@@ -213,6 +198,17 @@ class SshInstance(pulumi.ComponentResource):
 # cover a Service's delete (provider pkg/metadata/overrides.go, allowsSkipAwaitWithDelete). A background
 # delete removes the Service at once.
 _SKIP_AWAIT = {"pulumi.com/skipAwait": "true", "pulumi.com/deletionPropagationPolicy": "background"}
+
+
+def _source_fields(sources: Sources) -> tuple[str | None, list[str] | None]:
+    """Azure's `sourceAddressPrefix` and `sourceAddressPrefixes`: a service tag goes only in the singular field."""
+    match sources:
+        case ServiceTag(tag):
+            return tag, None
+        case Cidrs((only,)):
+            return only, None
+        case Cidrs(networks):
+            return None, list(networks)
 
 
 def _assigned_node_port(spec: Any) -> int:

@@ -15,6 +15,7 @@ the resource's target 127.0.0.1:2222 -> sshd. State (keys, logs, pid files, the 
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import subprocess
 import sys
@@ -29,7 +30,9 @@ from typing import Any
 
 from pulumi import automation as auto
 
-from components.settings import Settings, SettingsError, decode_config, parse_settings
+from ssh_gateway.core.credentials import find_api_key
+from ssh_gateway.core.settings import Settings, SettingsError, decode_config, parse_settings
+from ssh_gateway.core.targets import StaticTarget
 from ssh_gateway.ops.automation import open_stack
 from ssh_gateway.ops.doctor import diagnose, endpoints_from_outputs
 from ssh_gateway.ops.doctor.checks import fingerprint
@@ -87,10 +90,11 @@ class Machine:
 
 def _read_settings(stack: auto.Stack) -> tuple[Settings, str]:
     config = {key: value.value for key, value in stack.get_all_config().items()}
-    api_key = config.get("pangolin:apiKey")
-    if not api_key:
-        raise SystemExit(f"demo: stack {stack.name} has no pangolin:apiKey secret")
-    return parse_settings(decode_config(config)), api_key
+    try:
+        api_key, _ = find_api_key(config, os.environ)
+        return parse_settings(decode_config(config)), api_key
+    except ValueError as exc:
+        raise SystemExit(f"demo: stack {stack.name}: {exc}") from None
 
 
 def _own_user(stack: auto.Stack, settings: Settings) -> Settings:
@@ -114,12 +118,12 @@ def _machine(settings: Settings, api_key: str, state: Path, authorized_keys: lis
     emulator = LocalEmulator(
         state / "pangolin", url=settings.pangolin.url, org_id=settings.pangolin.org_id, api_key=api_key
     )
-    if any(i.target != "static" for i in settings.instances):
+    targets = [settings.target_of(i) for i in settings.instances]
+    static = sorted({(t.host, t.port) for t in targets if isinstance(t, StaticTarget)})
+    if len(static) != len({(t.host, t.port) if isinstance(t, StaticTarget) else t for t in targets}):
         raise SystemExit("demo: every instance of the stack must have target: static (a local sshd)")
-    targets = sorted({(i.static_host, i.static_port) for i in settings.instances})
     sshds = []
-    for host, port in targets:
-        assert host is not None and port is not None  # noqa: S101 - settings require both for static targets
+    for host, port in static:
         if host not in ("127.0.0.1", "localhost"):
             raise SystemExit(f"demo: staticHost {host} is not loopback; the demo runs sshd on this machine only")
         sshds.append(LocalSshd(state / f"sshd-{port}", host=host, port=port, authorized_keys=authorized_keys))

@@ -12,6 +12,7 @@ from pulumi.dynamic.dynamic import serialize_provider
 from pulumi.runtime.rpc import UNKNOWN
 
 from providers.pangolin import PangolinTcpProvider, PangolinTcpResource, PangolinTcpResourceArgs
+from providers.pangolin.policy import HttpPolicy
 
 from .conftest import configure
 
@@ -134,14 +135,15 @@ def test_diff_ignores_adopt_resource_id() -> None:
 
 
 def test_pickle_round_trip_never_carries_the_key() -> None:
-    provider = configure(PangolinTcpProvider(timeout=3.0), KEY)
+    policy = HttpPolicy(read_timeout=3.0)
+    provider = configure(PangolinTcpProvider(policy=policy), KEY)
     serialized = serialize_provider(provider)
     raw = base64.b64decode(serialized)
     for fragment in (KEY, KEY.split(".")[1], KEY.split(".")[1][:16]):
         assert fragment.encode() not in raw
     restored = dill.loads(raw)  # noqa: S301 - the pickle we just made
     assert type(restored) is PangolinTcpProvider
-    assert restored._api_key is None and restored._timeout == 3.0
+    assert restored._api_key is None and restored._policy == policy
     assert provider._api_key == KEY  # pickling did not unconfigure the original
     assert serialize_provider(restored) == serialized  # deterministic: no spurious __provider diffs
 

@@ -17,6 +17,7 @@ from providers.pangolin import (
     PangolinTransportError,
     PangolinValidationError,
 )
+from providers.pangolin.policy import HttpPolicy
 
 pytestmark = pytest.mark.provider
 
@@ -46,10 +47,7 @@ def _scripted(steps: list[Step]) -> tuple[PangolinClient, list[httpx.Request], l
     client = PangolinClient(
         "http://pangolin.test/v1",
         "abcdefghijklmno.secretsecret",
-        max_retries=3,
-        backoff_base=1.0,
-        backoff_max=8.0,
-        retry_after_max=5.0,
+        policy=HttpPolicy(max_retries=3, backoff_base=1.0, backoff_max=8.0, retry_after_max=5.0),
         transport=httpx.MockTransport(handler),
         sleep=sleeps.append,
     )

@@ -8,10 +8,9 @@ from typing import Any
 import pulumi
 import pytest
 
-from providers.port_allocation.allocate import AllocationState, PortRange, allocate
+from providers.port_allocation.provider import PortAllocationProvider
+from ssh_gateway.core.names import ALLOCATION_TYPE, PANGOLIN_TYPE, SERVICE_TYPE
 
-ALLOCATION_TYPE = "pulumi-python:dynamic/ssh-gateway:PortAllocation"
-PANGOLIN_TYPE = "pulumi-python:dynamic/pangolin:TcpResource"
 ASSIGNED_NODE_PORT = 31022
 
 
@@ -25,19 +24,14 @@ class RecordingMocks(pulumi.runtime.Mocks):
         self.registered.append(args)
         state = dict(args.inputs)
         if args.typ == ALLOCATION_TYPE:
-            # What the provider's check computes, minus the Pangolin listing.
-            start, end = (int(p) for p in state["range"].split("-"))
-            table = allocate(
-                instances=state["instances"],
-                port_range=PortRange(start=start, end=end),
-                pins={k: int(v) for k, v in state["pins"].items()},
-                reserved=[int(p) for p in state["reserved"]],
-                previous=AllocationState(ports={}, released=()),
-            )
-            state.update(ports=dict(table.ports), released=list(table.released))
+            # What the engine does with a dynamic resource: its provider's check decides the inputs it keeps.
+            checked = PortAllocationProvider().check({}, state)
+            if checked.failures:
+                raise ValueError("; ".join(f.reason for f in checked.failures))
+            state = dict(checked.inputs)
         elif args.typ == PANGOLIN_TYPE:
             state.update(resourceId=7, targetId=9, niceId="calm-otter")
-        elif args.typ == "kubernetes:core/v1:Service" and state["spec"]["type"] == "NodePort":
+        elif args.typ == SERVICE_TYPE and state["spec"]["type"] == "NodePort":
             port = state["spec"]["ports"][0]
             port.setdefault("nodePort", ASSIGNED_NODE_PORT)
         return f"{args.name}-id", state

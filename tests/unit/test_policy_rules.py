@@ -20,8 +20,9 @@ from policy.rules import (
     shared_ports,
     stack_range,
 )
+from ssh_gateway.core.names import ALLOCATION_TYPE
 
-from .conftest import ALLOCATION_TYPE, RecordingMocks
+from .conftest import RecordingMocks
 from .test_program import run_program, settings
 
 pytestmark = pytest.mark.unit

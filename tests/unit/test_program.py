@@ -8,11 +8,15 @@ import pulumi
 import pytest
 
 from components.program import build
-from components.settings import parse_settings
+from ssh_gateway.core.names import ALLOCATION_TYPE, PANGOLIN_TYPE
+from ssh_gateway.core.org import OrgView
+from ssh_gateway.core.settings import parse_settings
 
-from .conftest import ALLOCATION_TYPE, ASSIGNED_NODE_PORT, PANGOLIN_TYPE, RecordingMocks
+from .conftest import ASSIGNED_NODE_PORT, RecordingMocks
 
 pytestmark = pytest.mark.unit
+
+NO_ORG = OrgView()
 
 
 def settings(**overrides: Any) -> Any:
@@ -37,13 +41,13 @@ def settings(**overrides: Any) -> Any:
     return parse_settings(raw)
 
 
-def run_program(settings: Any) -> dict[str, Any]:
+def run_program(settings: Any, org: OrgView = NO_ORG) -> dict[str, Any]:
     """Runs `build` under the mocks until every registration has settled; returns the resolved outputs."""
     resolved: dict[str, Any] = {}
 
     @pulumi.runtime.test  # type: ignore[untyped-decorator]
     def program() -> pulumi.Output[None]:
-        outputs = build(settings, project="ssh-gateway", stack="unit")
+        outputs = build(settings, org=org, project="ssh-gateway", stack="unit")
         return pulumi.Output.from_input(outputs).apply(resolved.update)
 
     program()

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from components.naming import pangolin_resource_name
+from ssh_gateway.core.names import pangolin_resource_name
 
 __all__ = ["LAYERS", "Check", "Endpoint", "InstanceReport", "Status", "endpoints_from_outputs", "parse_known_hosts"]
 

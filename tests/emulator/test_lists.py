@@ -157,3 +157,14 @@ def test_domain_query_is_strict_from_116(emu122: EmulatorHandle, emu118: Emulato
         with api(emu) as client:
             response = client.get(f"/org/{emu.org_id}/domains", params={"page": 1})
         assert (response.status_code, response.json()["message"]) == (400, 'Validation error: Unrecognized key: "page"')
+
+
+@pytest.mark.parametrize(("version", "status"), [("1.19.9", 200), ("1.20.0", 400)])
+def test_list_queries_turn_strict_at_120(start: Start, version: str, status: int) -> None:
+    emu = start(version=version)
+    with api(emu) as client:
+        rid = create_raw(client, emu.org_id, "strict", next_port())["resourceId"]
+        for path in (f"/org/{emu.org_id}/resources", f"/org/{emu.org_id}/sites", f"/resource/{rid}/targets"):
+            assert client.get(path, params={"unknownKey": 1}).status_code == status, path
+    with api(emu, emu.root_api_key) as client:
+        assert client.get("/orgs", params={"unknownKey": 1}).status_code == status

@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from pangolin_emulator.faults import DEFAULT_FAULT_KINDS
 from pangolin_emulator.keys import generate_api_key
 
 __all__ = ["EmulatorHandle", "running_emulator"]
@@ -34,7 +35,6 @@ KEYS_NAME = "api-keys.json"
 STDERR_NAME = "pangolin-emulator.stderr.log"
 _START_TIMEOUT = 15.0
 _STOP_TIMEOUT = 5.0
-_ALL_KINDS = ("500", "429", "timeout", "reset")
 
 
 @dataclass
@@ -48,7 +48,8 @@ class _Launch:
     port: int
     fault_rate: float
     fault_seed: int
-    fault_kinds: tuple[str, ...] = _ALL_KINDS
+    fault_kinds: tuple[str, ...] = DEFAULT_FAULT_KINDS
+    fault_delay: float = 3.0
     process: subprocess.Popen[bytes] | None = None
     stderr: IO[bytes] | None = None
 
@@ -59,7 +60,7 @@ class _Launch:
             "--db", str(self.state_dir / DB_NAME),
             "--allow-raw-resources" if self.allow_raw_resources else "--no-allow-raw-resources",
             "--fault-rate", str(self.fault_rate), "--fault-seed", str(self.fault_seed),
-            "--fault-kinds", ",".join(self.fault_kinds),
+            "--fault-kinds", ",".join(self.fault_kinds), "--fault-delay", str(self.fault_delay),
             "--seed-key", api_key, "--seed-root-key", root_api_key,
         ]  # fmt: skip
         return [*argv, "--data-plane"] if self.data_plane else argv
@@ -95,9 +96,20 @@ class EmulatorHandle:
         return calls
 
     def fault_counters(self) -> dict[str, int]:
-        """How many of those calls were answered by an injected fault."""
+        """How many of those calls got an injected fault, per route template."""
         faults: dict[str, int] = self._admin("GET", "counters")["faults"]
         return faults
+
+    def fault_counters_by_kind(self) -> dict[str, int]:
+        """Injected faults per kind over all routes, e.g. {"500": 3, "timeout-after-write": 1}."""
+        kinds: dict[str, int] = self._admin("GET", "counters")["fault_kinds"]
+        return kinds
+
+    def fault_counters_by_route_and_kind(self) -> dict[str, dict[str, int]]:
+        """Injected faults per route template and kind: `["PUT /v1/org/{orgId}/resource"]
+        ["timeout-after-write"]` counts creates that were applied but never answered."""
+        by_route: dict[str, dict[str, int]] = self._admin("GET", "counters")["route_fault_kinds"]
+        return by_route
 
     def reset_counters(self) -> None:
         self._admin("POST", "counters/reset")
@@ -105,10 +117,20 @@ class EmulatorHandle:
     def doubly_bound_ports(self) -> dict[int, list[int]]:
         return {int(port): ids for port, ids in self._admin("GET", "doubly-bound").items()}
 
-    def set_faults(self, rate: float, seed: int = 0, kinds: tuple[str, ...] = _ALL_KINDS) -> None:
-        """Change fault injection now; `restart()` keeps the latest settings."""
-        self._admin("POST", "faults", {"rate": rate, "seed": seed, "kinds": list(kinds)})
-        self._launch.fault_rate, self._launch.fault_seed, self._launch.fault_kinds = rate, seed, tuple(kinds)
+    def set_faults(
+        self,
+        rate: float,
+        seed: int = 0,
+        kinds: tuple[str, ...] = DEFAULT_FAULT_KINDS,
+        delay: float | None = None,
+    ) -> None:
+        """Change fault injection now; `restart()` keeps the latest settings. `kinds` may name
+        "timeout-after-write" (applied, then never answered), which the default leaves out;
+        `delay` (seconds the timeout kinds hold a request) stays as it was when None."""
+        launch = self._launch
+        delay = launch.fault_delay if delay is None else delay
+        self._admin("POST", "faults", {"rate": rate, "seed": seed, "kinds": list(kinds), "delay": delay})
+        launch.fault_rate, launch.fault_seed, launch.fault_kinds, launch.fault_delay = rate, seed, tuple(kinds), delay
 
     def state(self) -> dict[str, Any]:
         """{"resources": [...], "targets": [...]} as stored."""
@@ -214,13 +236,17 @@ def running_emulator(
     allow_raw_resources: bool = True,
     fault_rate: float = 0.0,
     fault_seed: int = 0,
+    fault_kinds: tuple[str, ...] = DEFAULT_FAULT_KINDS,
+    fault_delay: float = 3.0,
     data_plane: bool = False,
     port: int = 0,
 ) -> Iterator[EmulatorHandle]:
     """Run `python -m pangolin_emulator` until the block exits, then always stop it."""
     state_dir.mkdir(parents=True, exist_ok=True)
     api_key, root_api_key = _keys(state_dir)
-    launch = _Launch(state_dir, version, allow_raw_resources, data_plane, port, fault_rate, fault_seed)
+    launch = _Launch(
+        state_dir, version, allow_raw_resources, data_plane, port, fault_rate, fault_seed, fault_kinds, fault_delay
+    )
     ready = _start(launch, api_key, root_api_key)
     handle = EmulatorHandle(
         url=str(ready["url"]),

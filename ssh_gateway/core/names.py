@@ -29,6 +29,7 @@ __all__ = [
     "public_host",
     "service_name",
     "ssh_alias",
+    "type_chain",
     "urn_name",
     "urn_type",
 ]
@@ -95,20 +96,21 @@ def urn_name(urn: str) -> str:
     return urn.rsplit("::", 1)[-1]
 
 
-def _type_chain(urn: str) -> list[str]:
+def type_chain(urn: str) -> list[str]:
+    """The URN's types, outermost parent first: `[SshInstance, TcpResource]` for an instance's child."""
     parts = urn.split("::")
     return parts[2].split("$") if len(parts) >= 4 else []
 
 
 def urn_type(urn: str) -> str:
     """The resource's own type token (the last of the URN's type chain)."""
-    chain = _type_chain(urn)
+    chain = type_chain(urn)
     return chain[-1] if chain else ""
 
 
 def instance_of(urn: str) -> str | None:
     """The instance a resource belongs to: the `SshInstance` itself, or one of its children; else None."""
-    chain = _type_chain(urn)
+    chain = type_chain(urn)
     if not chain or COMPONENT_TYPE not in chain:
         return None
     name = urn_name(urn)

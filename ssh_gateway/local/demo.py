@@ -30,6 +30,7 @@ from typing import Any
 
 from pulumi import automation as auto
 
+from pangolin_emulator.harness import DetachedEmulator, EmulatorError
 from ssh_gateway.core.credentials import find_api_key
 from ssh_gateway.core.settings import Settings, SettingsError, decode_config, parse_settings
 from ssh_gateway.core.targets import StaticTarget
@@ -39,7 +40,6 @@ from ssh_gateway.ops.doctor.checks import fingerprint
 from ssh_gateway.ops.doctor.model import parse_known_hosts
 from ssh_gateway.ops.toolchain import REPO
 
-from .pangolin import EmulatorError, LocalEmulator
 from .sshd import KeyPair, LocalSshd, SshdError, ensure_client_keypair, login_user, wait_for_port
 
 __all__ = ["main"]
@@ -82,7 +82,7 @@ def default_state_dir(stack: str) -> Path:
 class Machine:
     """What stands in for the gateway and the pods: the emulator and one sshd per distinct static target."""
 
-    emulator: LocalEmulator
+    emulator: DetachedEmulator
     sshds: list[LocalSshd]
     started: list[Callable[[], bool]]
     """Stop functions of the processes this run started (not those an earlier --keep run left)."""
@@ -115,7 +115,7 @@ def _own_user(stack: auto.Stack, settings: Settings) -> Settings:
 
 
 def _machine(settings: Settings, api_key: str, state: Path, authorized_keys: list[str]) -> Machine:
-    emulator = LocalEmulator(
+    emulator = DetachedEmulator(
         state / "pangolin", url=settings.pangolin.url, org_id=settings.pangolin.org_id, api_key=api_key
     )
     targets = [settings.target_of(i) for i in settings.instances]
@@ -132,7 +132,7 @@ def _machine(settings: Settings, api_key: str, state: Path, authorized_keys: lis
 
 def _start(machine: Machine) -> None:
     emulator = machine.emulator
-    with step(f"Pangolin emulator with its data plane on {emulator.host}:{emulator.port}"):
+    with step(f"Pangolin emulator with its data plane at {emulator.url}"):
         pid = emulator.running_pid()
         if pid is not None and emulator.healthy():
             say(f"    already running (pid {pid}, left by --keep): reusing it")

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 from pulumi import automation as auto
 
+from pangolin_emulator.harness import DetachedEmulator
 from pangolin_emulator.keys import generate_api_key
-from ssh_gateway.local.pangolin import LocalEmulator
 from ssh_gateway.local.sshd import DEMO_HOST_KEY_SEED, LocalSshd, login_user, wait_for_port
 from ssh_gateway.ops.automation import open_stack, remove_stack
 from ssh_gateway.ops.doctor.__main__ import main as doctor_main
@@ -126,7 +126,7 @@ def test_main_job_keep_rerun_and_down(demo: Demo) -> None:
     assert second.returncode == 0, second.stdout + second.stderr
     assert "no changes" in second.stdout and second.stdout.count("reusing it") == 2
     assert answers(second.stdout) == answers(first.stdout)
-    emulator = LocalEmulator(
+    emulator = DetachedEmulator(
         demo.state / "pangolin", url=f"http://127.0.0.1:{demo.emulator_port}/v1", org_id="acme", api_key="x.y"
     )
     assert emulator.running_pid() is not None

@@ -86,6 +86,12 @@ def test_a_protocol_change_says_replace(tmp_path: Path, emulator: EmulatorHandle
             ("ssh-pangolin (protocol)",),
             (),
         )
+
+        # And it works in one `up`: the old tcp resource goes first, a udp one takes the port.
+        replaced = probe.pulumi("up", "--yes", "--skip-preview")
+        assert replaced.returncode == 0, replaced.stdout + replaced.stderr
+        live = [r for r in emulator.state()["resources"] if r["name"] == "probe/ssh-pangolin"]
+        assert [(r["mode"], r["proxyPort"]) for r in live] == [("udp", 40005)], live
     finally:
         destroyed = probe.pulumi("destroy", "--yes", "--skip-preview")
         assert destroyed.returncode == 0, destroyed.stdout + destroyed.stderr

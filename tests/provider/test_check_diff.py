@@ -13,6 +13,7 @@ from pulumi.runtime.rpc import UNKNOWN
 
 from providers.pangolin import PangolinTcpProvider, PangolinTcpResource, PangolinTcpResourceArgs
 from providers.pangolin.policy import HttpPolicy
+from tests.mocks import RecordingMocks
 
 from .conftest import configure
 
@@ -153,21 +154,8 @@ def test_resource_type_token_and_secret_flag() -> None:
     assert PangolinTcpProvider.serialize_as_secret_always is False
 
 
-class _Recorder(pulumi.runtime.Mocks):
-    def __init__(self) -> None:
-        self.registered: list[pulumi.runtime.MockResourceArgs] = []
-
-    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
-        self.registered.append(args)
-        outputs = {**args.inputs, "resourceId": 12, "targetId": 34, "niceId": "brave-otter"}
-        return "12", outputs
-
-    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], None]:
-        return {}, None
-
-
 def test_resource_registers_camel_case_props_and_exposes_snake_case_outputs() -> None:
-    recorder = _Recorder()
+    recorder = RecordingMocks()
     pulumi.runtime.set_mocks(recorder, project="ssh-gateway", stack="test", preview=False)
     args = PangolinTcpResourceArgs(
         api_url="https://pangolin.example.com/v1",
@@ -197,7 +185,7 @@ def test_resource_registers_camel_case_props_and_exposes_snake_case_outputs() ->
                 "targetIp": "10.0.0.7",
                 "targetPort": 30022,
             }
-            assert values == [12, 34, "brave-otter", 40001]
+            assert values == [7, 9, "calm-otter", 40001]
 
         return pulumi.Output.all(resource.resource_id, resource.target_id, resource.nice_id, resource.proxy_port).apply(
             verify

@@ -10,13 +10,11 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any
 
-import httpx
 import pytest
 
 from ssh_gateway.ops.doctor import Check, Endpoint, InstanceReport, as_json, endpoints_from_outputs, render
 from ssh_gateway.ops.doctor.checks import check_banner, check_dns, check_tcp, fingerprint
 from ssh_gateway.ops.doctor.model import parse_known_hosts
-from ssh_gateway.ops.doctor.pangolin import check_pangolin
 from ssh_gateway.sshkeys import openssh_public_key
 
 pytestmark = pytest.mark.unit
@@ -168,64 +166,6 @@ def test_unresolvable_name_fails_the_dns_layer() -> None:
 
 def test_fingerprint_is_ssh_keygen_style() -> None:
     assert fingerprint(KEY).startswith("SHA256:") and "=" not in fingerprint(KEY)
-
-
-# --- Pangolin's side, against a mock transport --------------------------------------------------
-
-
-def pangolin(resource: dict[str, Any] | None, targets: list[dict[str, Any]], status: int = 200) -> httpx.MockTransport:
-    def handle(request: httpx.Request) -> httpx.Response:
-        if status != 200:
-            return httpx.Response(status, json={"success": False, "error": True, "message": "no", "status": status})
-        if request.url.path.endswith("/targets"):
-            return httpx.Response(200, json={"success": True, "data": {"targets": targets}})
-        if resource is None:
-            return httpx.Response(404, json={"success": False, "error": True, "message": "Not found", "status": 404})
-        return httpx.Response(200, json={"success": True, "data": resource})
-
-    return httpx.MockTransport(handle)
-
-
-RESOURCE = {"resourceId": 12, "niceId": "n", "name": "ssh-gateway/local/gpu-01", "proxyPort": 40001, "mode": "tcp"}
-TARGET = {"targetId": 5, "resourceId": 12, "siteId": 1, "ip": "10.0.0.5", "port": 2222, "enabled": True}
-
-
-def check_with(resource: dict[str, Any] | None, targets: list[dict[str, Any]], status: int = 200) -> Check:
-    return check_pangolin(endpoint(), "http://p/v1", "id.secret", 1.0, transport=pangolin(resource, targets, status))
-
-
-def test_matching_resource_and_target() -> None:
-    check = check_with({**RESOURCE, "enabled": True}, [TARGET])
-    assert (check.status, check.detail) == ("ok", "resource 12 tcp :40001 -> 10.0.0.5:2222 (site 1), enabled")
-
-
-@pytest.mark.parametrize(
-    ("resource", "targets", "problem"),
-    [
-        (None, [], "Pangolin resource 12 does not exist"),
-        ({**RESOURCE, "enabled": False}, [TARGET], "Pangolin resource 12 is disabled"),
-        ({**RESOURCE, "proxyPort": 40015}, [TARGET], "listens on 40015, the stack says 40001"),
-        ({**RESOURCE, "name": "other"}, [TARGET], "is named 'other', not 'ssh-gateway/local/gpu-01'"),
-        (RESOURCE, [], "has no target: nothing is behind port 40001"),
-        (RESOURCE, [{**TARGET, "enabled": False}], "the target(s) 5 of Pangolin resource 12 are disabled"),
-    ],
-)
-def test_pangolin_problems(resource: dict[str, Any] | None, targets: list[dict[str, Any]], problem: str) -> None:
-    check = check_with(resource, targets)
-    assert check.status == "fail"
-    assert problem in check.detail
-    assert "pulumi" in check.fix
-
-
-def test_refused_key_is_a_warning_not_a_verdict() -> None:
-    check = check_with(RESOURCE, [TARGET], status=401)
-    assert check.status == "warn" and "API key was refused" in check.detail
-    assert "id.secret" not in check.detail and "secret" not in check.detail
-
-
-def test_no_key_is_a_warning() -> None:
-    check = check_pangolin(endpoint(), "http://p/v1", None, 1.0)
-    assert check.status == "warn" and "no API key" in check.detail
 
 
 # --- the report ---------------------------------------------------------------------------------

@@ -1,12 +1,14 @@
 """The program: stack settings in, every resource registered, the stack outputs out.
 
-`__main__.py` calls `load_settings`, `read_pangolin_org` and `build`; the unit tests call `build` under mocks
-with settings and an org view of their own. Problems with config surface as one `pulumi.RunError` line.
+`__main__.py` calls `run`, which loads the settings, lists the org and calls `build`; the unit tests call
+`build` under mocks with settings and an org view of their own. A config problem is one clean error.
 """
 
 from __future__ import annotations
 
 import os
+import sys
+from typing import Final
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -24,7 +26,23 @@ from ssh_gateway.core.targets import StaticTarget
 
 from .ssh_instance import FirewallRuleArgs, PangolinTargetArgs, SshInstance, SshInstanceArgs
 
-__all__ = ["build", "load_settings", "read_pangolin_org"]
+__all__ = ["build", "load_settings", "read_pangolin_org", "run"]
+
+# The exit code by which pulumi's Python language host says "the error was already shown to the user": the
+# engine then adds no "Program exited with non-zero exit code" line of its own.
+_ALREADY_SHOWN: Final = 32
+
+
+def run(*, project: str, stack: str) -> None:
+    """The whole program: settings, the org's listing, every resource, the outputs exported."""
+    try:
+        settings = load_settings()
+        org = read_pangolin_org(settings)
+    except pulumi.RunError as problem:
+        pulumi.log.error(str(problem))  # synchronous: sent before the exit below
+        sys.exit(_ALREADY_SHOWN)
+    for key, value in build(settings, org=org, project=project, stack=stack).items():
+        pulumi.export(key, value)
 
 
 def _config() -> dict[str, str]:

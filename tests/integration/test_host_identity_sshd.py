@@ -1,17 +1,11 @@
 """A real sshd serving an issued host key and certificate from a Secret-shaped volume, and a real `ssh`
-that trusts nothing but the stack's `@cert-authority` line.
-
-The client runs with `StrictHostKeyChecking=yes`, `BatchMode=yes` and a known_hosts file holding only that
-line, so any prompt or unknown key is a failure. It dials an instance's public name on a non-22 port
-through a ProxyCommand (standing in for DNS + the gateway, or the CONNECT tunnel), which makes it look the
-CA up under `[ssh-<instance>.example.test]:<port>` as it would in production, and with a HostKeyAlias as
-the CONNECT-mode ssh config does.
+(`strict_ssh`: StrictHostKeyChecking=yes, BatchMode) whose known_hosts holds only the stack's `@cert-authority`
+line: it connects with no prompt, and refuses a certificate from another CA, an expired one and a wrong principal.
 """
 
 from __future__ import annotations
 
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -24,26 +18,13 @@ from ssh_gateway.local.sshd import ensure_client_keypair
 from ssh_gateway.local.sshd_identity import IdentitySshd, mount_secret
 
 from .local_ports import free_port
+from .strict_ssh import GREETING, strict_ssh
 
 pytestmark = pytest.mark.integration
 
 HOST = "ssh-gpu-alice.example.test"
 PATTERNS = hi.host_patterns(hi.instance_host_pattern("ssh-{instance}.example.test"))
 DAY = 86_400
-
-# Stands in for the gateway: relays the ssh session to the loopback sshd, whatever name was dialled.
-RELAY = """\
-import socket, sys, threading
-upstream = socket.create_connection((sys.argv[1], int(sys.argv[2])))
-def forward():
-    while chunk := sys.stdin.buffer.read1(65536):
-        upstream.sendall(chunk)
-    upstream.shutdown(socket.SHUT_WR)
-threading.Thread(target=forward, daemon=True).start()
-while chunk := upstream.recv(65536):
-    sys.stdout.buffer.write(chunk)
-    sys.stdout.buffer.flush()
-"""
 
 
 @pytest.fixture(scope="module")
@@ -95,51 +76,6 @@ def serve(tmp_path: Path, client: ClientKeys, host_key: hi.KeyPair) -> Iterator[
         sshd.stop()
 
 
-def ssh(
-    tmp_path: Path, client: ClientKeys, known_hosts: list[str], port: int, *, alias: bool = False
-) -> subprocess.CompletedProcess[str]:
-    """`ssh -v` to the instance's public name (or, with `alias`, to 127.0.0.1 with a HostKeyAlias)."""
-    known = tmp_path / "known_hosts"
-    known.write_text("".join(f"{line}\n" for line in known_hosts))
-    relay = tmp_path / "relay.py"
-    relay.write_text(RELAY)
-    route = (
-        ["-o", f"HostKeyAlias={HOST}", "127.0.0.1"]
-        if alias
-        else ["-o", f"ProxyCommand={sys.executable} {relay} 127.0.0.1 {port}", HOST]
-    )
-    argv = [
-        "ssh",
-        "-v",
-        "-F",
-        "/dev/null",
-        "-p",
-        str(port),
-        "-i",
-        str(client.private),
-        "-o",
-        "IdentitiesOnly=yes",
-        "-o",
-        "BatchMode=yes",
-        "-o",
-        "StrictHostKeyChecking=yes",
-        "-o",
-        f"UserKnownHostsFile={known}",
-        "-o",
-        "GlobalKnownHostsFile=/dev/null",
-        "-o",
-        "UpdateHostKeys=no",
-        "-o",
-        "ConnectTimeout=10",
-        *route,
-        "echo connected-without-a-prompt",
-    ]
-    result = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)
-    # The client never writes to known_hosts: nothing was learnt on first use.
-    assert known.read_text() == "".join(f"{line}\n" for line in known_hosts)
-    return result
-
-
 def ca_line(ca: hi.KeyPair) -> list[str]:
     return hi.cert_authority_lines(PATTERNS, [ca.public_key], "ssh-gateway test CA")
 
@@ -152,9 +88,9 @@ def test_ca_line_alone_lets_ssh_in_without_a_prompt(
     mounted = sshd.mount_dir / hi.HOST_KEY_FILE
     assert mounted.is_symlink() and mounted.stat().st_mode & 0o777 == mode
     for alias in (False, True):
-        result = ssh(tmp_path, client, ca_line(ca), sshd.port, alias=alias)
+        result = strict_ssh(tmp_path, client, ca_line(ca), host=HOST, port=sshd.port, alias=alias)
         assert result.returncode == 0, result.stderr
-        assert result.stdout.strip() == "connected-without-a-prompt"
+        assert result.stdout.strip() == GREETING
         looked_up = HOST if alias else f"[{HOST}]:{sshd.port}"
         assert f"Host '{looked_up}' is known and matches the ED25519-CERT host certificate" in result.stderr
         assert f"Server host certificate: ssh-ed25519-cert-v01@openssh.com {host_key.fingerprint}" in result.stderr
@@ -165,7 +101,9 @@ def test_plain_per_instance_line_works_without_the_ca(
     tmp_path: Path, serve: Serve, client: ClientKeys, ca: hi.KeyPair, host_key: hi.KeyPair
 ) -> None:
     sshd = serve(issue(ca, host_key))
-    result = ssh(tmp_path, client, [hi.known_hosts_line(hi.host_patterns(HOST), host_key.public_key)], sshd.port)
+    result = strict_ssh(
+        tmp_path, client, [hi.known_hosts_line(hi.host_patterns(HOST), host_key.public_key)], host=HOST, port=sshd.port
+    )
     assert result.returncode == 0, result.stderr
     # ssh tries the CA first ("No matching CA found"), then the plain key: under the bare name or [name]:port.
     assert "is known and matches the ED25519 host key" in result.stderr
@@ -177,7 +115,7 @@ def test_overlapping_ca_lines_accept_either_ca(
     previous = hi.generate_key_pair()
     both = hi.cert_authority_lines(PATTERNS, [ca.public_key, previous.public_key])
     for signer in (ca, previous):
-        result = ssh(tmp_path, client, both, serve(issue(signer, host_key)).port)
+        result = strict_ssh(tmp_path, client, both, host=HOST, port=serve(issue(signer, host_key)).port)
         assert result.returncode == 0, result.stderr
 
 
@@ -215,10 +153,10 @@ def test_ssh_refuses_a_bad_certificate(
         ),
     }[case]
     sshd = serve(certificate)
-    result = ssh(tmp_path, client, ca_line(ca), sshd.port)
+    result = strict_ssh(tmp_path, client, ca_line(ca), host=HOST, port=sshd.port)
     assert result.returncode == 255, result.stdout
     assert said in result.stderr
     assert "Host key verification failed." in result.stderr
-    assert "connected-without-a-prompt" not in result.stdout
+    assert GREETING not in result.stdout
     with pytest.raises(hi.CertificateRejected, match=doctor_says):
         hi.verify_host_certificate(certificate, ca_public_keys=[ca.public_key], principal=HOST)

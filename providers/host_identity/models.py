@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Final
 
+from pulumi.output import Unknown
 from pulumi.runtime.rpc import UNKNOWN
 
 from ssh_gateway.core.host_identity import (
@@ -49,12 +50,16 @@ _MAX_GENERATION: Final = 2**31 - 1
 
 
 def has_unknowns(value: Any) -> bool:
-    """Whether a value (or anything in it) is still unknown, as in a preview before its source exists."""
+    """Whether a value (or anything in it) is still unknown, as in a preview before its source exists.
+
+    The dynamic provider server (pulumi 3.259.0, `rpc.deserialize_property` with keep_unknowns) hands `check`
+    and `diff` an `Unknown` instance, not the wire sentinel string; both are recognised.
+    """
     if isinstance(value, dict):
         return any(has_unknowns(v) for v in value.values())
     if isinstance(value, list | tuple):
         return any(has_unknowns(v) for v in value)
-    return isinstance(value, str) and value == UNKNOWN
+    return isinstance(value, Unknown) or (isinstance(value, str) and value == UNKNOWN)
 
 
 def _whole_number(key: str, value: Any, low: int, high: int) -> int:

@@ -6,6 +6,7 @@ from typing import Any
 
 import pulumi
 import pytest
+from pulumi.output import UNKNOWN as UNKNOWN_VALUE
 from pulumi.runtime.rpc import UNKNOWN
 
 from providers.host_identity import (
@@ -99,12 +100,17 @@ def test_check_never_shows_a_private_key(ca: dict[str, Any]) -> None:
         assert "PRIVATE KEY" not in failure.reason and other.private_key.splitlines()[1] not in failure.reason
 
 
-def test_check_skips_unknowns_in_preview(ca: dict[str, Any]) -> None:
-    # Before the CA exists (first preview) its keys are unknown; a principal may be computed too.
-    news = _key_inputs(ca, caPublicKey=UNKNOWN, caPrivateKey=UNKNOWN, principals=["ssh-a.example.com", UNKNOWN])
+@pytest.mark.parametrize("unknown", [UNKNOWN_VALUE, UNKNOWN], ids=["Unknown instance", "wire sentinel"])
+def test_check_skips_unknowns_in_preview(ca: dict[str, Any], unknown: object) -> None:
+    # Before the CA exists (first preview) its keys are unknown; a principal may be computed too. The provider
+    # server hands check an `Unknown` instance (what a real preview sends, see test_host_identity_pulumi.py).
+    news = _key_inputs(ca, caPublicKey=unknown, caPrivateKey=unknown, principals=["ssh-a.example.com", unknown])
     result = KEY.check({}, news)
     assert result.failures == []
-    assert result.inputs["caPrivateKey"] == UNKNOWN and result.inputs["principals"][1] == UNKNOWN
+    assert result.inputs["caPrivateKey"] is unknown and result.inputs["principals"][1] is unknown
+    _, outs = _created(ca)
+    diff = KEY.diff("id", outs, {**_checked(_key_inputs(ca)), "caPublicKey": unknown})
+    assert diff.changes and diff.replaces == []
 
 
 def test_ca_check() -> None:

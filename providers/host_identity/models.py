@@ -10,9 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Final
 
-from pulumi.output import Unknown
-from pulumi.runtime.rpc import UNKNOWN
-
+from providers.unknowns import has_unknowns
 from ssh_gateway.core.host_identity import (
     MAX_VALID_DAYS,
     HostIdentityError,
@@ -29,7 +27,6 @@ __all__ = [
     "KEY_REPLACE_KEYS",
     "SECRET_OUTPUTS",
     "check_inputs",
-    "has_unknowns",
 ]
 
 CA_INPUT_KEYS: Final = ("generation",)
@@ -47,19 +44,6 @@ SECRET_OUTPUTS: Final = ("privateKey",)
 """Outputs the engine must encrypt in state (the resources pass them as `additional_secret_outputs`)."""
 
 _MAX_GENERATION: Final = 2**31 - 1
-
-
-def has_unknowns(value: Any) -> bool:
-    """Whether a value (or anything in it) is still unknown, as in a preview before its source exists.
-
-    The dynamic provider server (pulumi 3.259.0, `rpc.deserialize_property` with keep_unknowns) hands `check`
-    and `diff` an `Unknown` instance, not the wire sentinel string; both are recognised.
-    """
-    if isinstance(value, dict):
-        return any(has_unknowns(v) for v in value.values())
-    if isinstance(value, list | tuple):
-        return any(has_unknowns(v) for v in value)
-    return isinstance(value, Unknown) or (isinstance(value, str) and value == UNKNOWN)
 
 
 def _whole_number(key: str, value: Any, low: int, high: int) -> int:

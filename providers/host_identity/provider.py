@@ -27,6 +27,7 @@ from pulumi.dynamic import (
     UpdateResult,
 )
 
+from providers.unknowns import has_unknowns
 from ssh_gateway.core.host_identity import (
     Validity,
     fingerprint,
@@ -42,7 +43,6 @@ from .models import (
     KEY_REISSUE_KEYS,
     KEY_REPLACE_KEYS,
     check_inputs,
-    has_unknowns,
 )
 
 __all__ = ["SshHostCaProvider", "SshHostKeyProvider"]

@@ -24,7 +24,6 @@ from pulumi.dynamic import (
     ResourceProvider,
     UpdateResult,
 )
-from pulumi.runtime.rpc import UNKNOWN
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -35,6 +34,7 @@ from pydantic import (
     ValidationError,
 )
 
+from providers.unknowns import is_unknown
 from ssh_gateway.core.addresses import check_host, check_http_url
 
 from .client import Dialect, PangolinClient
@@ -106,10 +106,6 @@ def _adapter(key: str) -> TypeAdapter[Any]:
     return TypeAdapter(TcpInputs.model_fields[key].rebuild_annotation())
 
 
-def _is_unknown(value: object) -> bool:
-    return isinstance(value, str) and value == UNKNOWN
-
-
 def _default(key: str) -> Any:
     field = TcpInputs.model_fields[key]
     return None if field.is_required() else field.get_default(call_default_factory=True)
@@ -117,7 +113,7 @@ def _default(key: str) -> Any:
 
 def _differs(old: object, new: object) -> bool:
     # 40001.0 == 40001, so numbers the engine turned into floats compare equal.
-    return _is_unknown(new) or old != new
+    return is_unknown(new) or old != new
 
 
 def _int_or_none(value: object) -> int | None:
@@ -161,7 +157,7 @@ class PangolinTcpProvider(ApiKeyFromConfig, ResourceProvider):
         failures: list[CheckFailure] = []
         for key, field in TcpInputs.model_fields.items():
             value = news.get(key)
-            if _is_unknown(value):
+            if is_unknown(value):
                 inputs[key] = value
             elif value is None and not field.is_required():
                 inputs[key] = _default(key)

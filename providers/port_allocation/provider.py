@@ -23,8 +23,8 @@ from pulumi.dynamic import (
     ResourceProvider,
     UpdateResult,
 )
-from pulumi.runtime.rpc import UNKNOWN
 
+from providers.unknowns import has_unknowns
 from ssh_gateway.core.allocation import AllocationError, AllocationState, allocate
 from ssh_gateway.core.org import foreign_ports
 from ssh_gateway.core.ports import PortRange
@@ -34,14 +34,6 @@ ALLOCATION_ID: Final = "port-allocation"
 # The inputs the table is computed from, and (with the table: `ports`, `released`) what the diff compares.
 _INPUT_KEYS: Final = ("instances", "pins", "start", "end", "reserved", "ownerPrefix")
 _KEYS: Final = (*_INPUT_KEYS, "ports", "released")
-
-
-def _has_unknowns(value: Any) -> bool:
-    if isinstance(value, dict):
-        return any(_has_unknowns(v) for v in value.values())
-    if isinstance(value, list):
-        return any(_has_unknowns(v) for v in value)
-    return bool(value == UNKNOWN)
 
 
 def _ints(mapping: dict[str, Any] | None) -> dict[str, int]:
@@ -57,7 +49,7 @@ class PortAllocationProvider(ResourceProvider):
 
     def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
         held = news.pop("held", None) or {}
-        if _has_unknowns({k: news.get(k) for k in _INPUT_KEYS}) or _has_unknowns(held):
+        if has_unknowns({k: news.get(k) for k in _INPUT_KEYS}) or has_unknowns(held):
             return CheckResult(news, [])
         previous = AllocationState(
             ports=_ints(olds.get("ports")), released=tuple(int(p) for p in olds.get("released") or ())
@@ -79,7 +71,7 @@ class PortAllocationProvider(ResourceProvider):
         return CheckResult({**news, "ports": dict(sorted(state.ports.items())), "released": list(state.released)}, [])
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        changed = [k for k in _KEYS if olds.get(k) != news.get(k) or news.get(k) == UNKNOWN]
+        changed = [k for k in _KEYS if olds.get(k) != news.get(k) or has_unknowns(news.get(k))]
         return DiffResult(changes=bool(changed), replaces=[], delete_before_replace=False)
 
     def create(self, props: dict[str, Any]) -> CreateResult:

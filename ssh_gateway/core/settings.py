@@ -28,7 +28,14 @@ from pydantic_core import PydanticCustomError
 
 from .addresses import check_host, check_hostname, check_http_url
 from .credentials import API_KEY_CONFIG
-from .firewall import AZURE_PRIORITY_MAX, AZURE_PRIORITY_MIN, Sources, check_priorities, parse_sources
+from .firewall import (
+    AZURE_PRIORITY_MAX,
+    AZURE_PRIORITY_MIN,
+    DEFAULT_PRIORITY_BASE,
+    Sources,
+    check_priorities,
+    parse_sources,
+)
 from .ports import EPHEMERAL, PortRange
 from .targets import ClusterIpTarget, NodePortTarget, StaticTarget, Target, service_spec
 
@@ -156,7 +163,9 @@ class FirewallOn(_Model):
     resource_group: Annotated[str, AfterValidator(_azure_name)] = Field(alias="resourceGroup")
     nsg_name: Annotated[str, AfterValidator(_azure_name)] = Field(alias="nsgName")
     source_cidrs: SourceList = Field(alias="sourceCidrs")
-    priority_base: int = Field(default=1000, alias="priorityBase", ge=AZURE_PRIORITY_MIN, le=AZURE_PRIORITY_MAX)
+    priority_base: int = Field(
+        default=DEFAULT_PRIORITY_BASE, alias="priorityBase", ge=AZURE_PRIORITY_MIN, le=AZURE_PRIORITY_MAX
+    )
 
 
 def _firewall_tag(value: Any) -> str:

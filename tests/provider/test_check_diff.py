@@ -9,6 +9,7 @@ import dill
 import pulumi
 import pytest
 from pulumi.dynamic.dynamic import serialize_provider
+from pulumi.output import Unknown
 from pulumi.runtime.rpc import UNKNOWN
 
 from providers.pangolin import PangolinTcpProvider, PangolinTcpResource, PangolinTcpResourceArgs
@@ -89,11 +90,14 @@ def test_check_reports_every_missing_field() -> None:
     assert all("is required" in f.reason for f in failures)
 
 
-def test_check_lets_unknowns_through_in_preview() -> None:
-    news = {**VALID, "proxyPort": UNKNOWN, "siteId": UNKNOWN, "apiUrl": UNKNOWN}
+@pytest.mark.parametrize("unknown", [UNKNOWN, Unknown()], ids=["sentinel", "Unknown"])
+def test_check_lets_unknowns_through_in_preview(unknown: object) -> None:
+    # The provider server hands check an Unknown instance (keep_unknowns), e.g. a new Service's nodePort.
+    news = {**VALID, "proxyPort": unknown, "targetPort": unknown, "apiUrl": unknown}
     result = PangolinTcpProvider().check({}, news)
     assert result.failures == []
-    assert (result.inputs["proxyPort"], result.inputs["siteId"], result.inputs["apiUrl"]) == (UNKNOWN,) * 3
+    assert (result.inputs["proxyPort"], result.inputs["targetPort"], result.inputs["apiUrl"]) == (unknown,) * 3
+    assert PangolinTcpProvider().diff("5", _state(), result.inputs).changes is True
 
 
 @pytest.mark.parametrize("host", ["10.0.0.7", "fd00::7", "node-1.cluster.local", "localhost"])

@@ -59,6 +59,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .names import service_name
+
 __all__ = [
     "CONNECT_UPGRADE",
     "HCM_FILTER",
@@ -137,7 +139,7 @@ def connect_authority(instance: str, namespace: str, cluster_domain: str = "clus
     _check_dns_label("instance name", instance, max_length=59)  # ssh-<instance> must stay a DNS label
     _check_dns_label("namespace", namespace)
     _check_dns_name("cluster domain", cluster_domain)
-    return f"ssh-{instance}.{namespace}.svc.{cluster_domain}"
+    return f"{service_name(instance)}.{namespace}.svc.{cluster_domain}"
 
 
 def connect_cluster(authority: str) -> str:

@@ -44,8 +44,8 @@ from ssh_gateway.local.envoy import (
     istio_helper,
 )
 from ssh_gateway.local.sshd import KeyPair, LocalSshd, ensure_client_keypair, login_user
-from ssh_gateway.sshkeys import openssh_public_key
 from ssh_gateway.ops.toolchain import ToolchainMissing
+from ssh_gateway.sshkeys import openssh_public_key
 
 pytestmark = pytest.mark.integration
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pulumi
+from pulumi.output import Unknown
 
 from providers.port_allocation.provider import PortAllocationProvider
 from ssh_gateway.core.names import ALLOCATION_TYPE, PANGOLIN_TYPE, SERVICE_TYPE
@@ -40,3 +41,8 @@ class RecordingMocks(pulumi.runtime.Mocks):
 
     def of_type(self, typ: str) -> list[pulumi.runtime.MockResourceArgs]:
         return [r for r in self.registered if r.typ == typ]
+
+
+def unknown() -> object:
+    """A value the preview does not know yet, the way the provider server hands it to check and diff."""
+    return Unknown()  # type: ignore[no-untyped-call]  # the SDK's Unknown() is unannotated

@@ -9,12 +9,11 @@ import dill
 import pulumi
 import pytest
 from pulumi.dynamic.dynamic import serialize_provider
-from pulumi.output import Unknown
 from pulumi.runtime.rpc import UNKNOWN
 
 from providers.pangolin import PangolinTcpProvider, PangolinTcpResource, PangolinTcpResourceArgs
 from providers.pangolin.policy import HttpPolicy
-from tests.mocks import RecordingMocks
+from tests.mocks import RecordingMocks, unknown
 
 from .conftest import configure
 
@@ -90,7 +89,7 @@ def test_check_reports_every_missing_field() -> None:
     assert all("is required" in f.reason for f in failures)
 
 
-@pytest.mark.parametrize("unknown", [UNKNOWN, Unknown()], ids=["sentinel", "Unknown"])
+@pytest.mark.parametrize("unknown", [UNKNOWN, unknown()], ids=["sentinel", "Unknown"])
 def test_check_lets_unknowns_through_in_preview(unknown: object) -> None:
     # The provider server hands check an Unknown instance (keep_unknowns), e.g. a new Service's nodePort.
     news = {**VALID, "proxyPort": unknown, "targetPort": unknown, "apiUrl": unknown}

@@ -5,9 +5,9 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from pulumi.output import Unknown
 
 from providers.port_allocation.provider import PortAllocationProvider
+from tests.mocks import unknown
 
 pytestmark = pytest.mark.unit
 
@@ -34,7 +34,7 @@ def test_held_ports_steer_the_table_and_are_not_kept() -> None:
 
 
 def test_unknown_inputs_pass_through_in_preview() -> None:
-    result = PortAllocationProvider().check({}, {**NEWS, "instances": [Unknown()]})
+    result = PortAllocationProvider().check({}, {**NEWS, "instances": [unknown()]})
     assert result.failures == [] and result.inputs["ports"] is None
 
 

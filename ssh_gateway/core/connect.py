@@ -63,18 +63,26 @@ from .names import service_name
 
 __all__ = [
     "CONNECT_UPGRADE",
+    "GATEWAY_FILTER_NAME",
     "HCM_FILTER",
     "HCM_TYPE",
     "SSH_PORT",
     "ConnectGateway",
     "ConnectInstance",
+    "DirectEntry",
+    "Entry",
+    "PangolinEntry",
+    "check_selector",
     "connect_authority",
     "connect_cluster",
     "connect_domains",
     "connect_manifests",
+    "connect_ssh_config",
     "gateway_connect_filter",
     "instance_filter_name",
     "instance_route_filter",
+    "netcat_command",
+    "proxytunnel_command",
 ]
 
 SSH_PORT = 22
@@ -84,6 +92,10 @@ HCM_FILTER = "envoy.filters.network.http_connection_manager"
 HCM_TYPE = "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager"
 ENVOY_FILTER_API = "networking.istio.io/v1alpha3"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "ssh-gateway"}
+GATEWAY_FILTER_NAME = "ssh-gateway-connect"
+"""The gateway EnvoyFilter's name: one per gateway on purpose. A second stack on the same gateway fails to create
+it (it exists) instead of turning CONNECT on twice, which Envoy refuses (`multiple upgrade configs with the same
+name`); that stack sets `enableConnect: false`."""
 
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 # Kubernetes label values (and the name part of keys): up to 63 of [A-Za-z0-9_.-], alphanumeric at both ends.
@@ -111,7 +123,8 @@ def _check_port(what: str, value: int) -> None:
         raise ValueError(f"{what} {value!r} is not a port: an integer 1-65535")
 
 
-def _check_selector(selector: Mapping[str, str]) -> None:
+def check_selector(selector: Mapping[str, str]) -> None:
+    """A `ValueError` naming the problem unless `selector` is a non-empty set of Kubernetes labels."""
     if not selector:
         raise ValueError(
             "the ingress gateway's selector is empty: give its pods' labels (e.g. {istio: ingressgateway}); an empty "
@@ -170,7 +183,7 @@ class ConnectGateway:
     """Extra labels for the EnvoyFilters' metadata (e.g. the stack's)."""
 
     def __post_init__(self) -> None:
-        _check_selector(self.selector)
+        check_selector(self.selector)
         _check_port("gateway listener port", self.listener_port)
         _check_dns_label("gateway namespace", self.namespace)
 
@@ -195,7 +208,7 @@ def _metadata(name: str, gateway: ConnectGateway, extra: Mapping[str, str]) -> d
     return {"name": name, "namespace": gateway.namespace, "labels": {**MANAGED_BY, **gateway.labels, **extra}}
 
 
-def gateway_connect_filter(gateway: ConnectGateway, name: str = "ssh-gateway-connect") -> dict[str, Any] | None:
+def gateway_connect_filter(gateway: ConnectGateway, name: str = GATEWAY_FILTER_NAME) -> dict[str, Any] | None:
     """The EnvoyFilter that turns CONNECT (and, if asked, HTTP/1.0) on in the HCM of the gateway's listener on
     `listener_port`; None when there is nothing to turn on."""
     _check_dns_label("EnvoyFilter name", name)
@@ -289,3 +302,55 @@ def connect_manifests(gateway: ConnectGateway, instances: Iterable[ConnectInstan
         seen[authority] = instance
         manifests.append(instance_route_filter(gateway, instance))
     return manifests
+
+
+@dataclass(frozen=True, kw_only=True)
+class PangolinEntry:
+    """The CONNECT port published by Pangolin: one raw TCP resource on `port`, whose target is the gateway."""
+
+    host: str
+    """The public name clients send CONNECT to (a name of the Gerbil host)."""
+    port: int
+    """The public port, outside the per-instance range."""
+    target_host: str
+    """Where Pangolin's site reaches the gateway: its Service's cluster DNS name (or a fixed host)."""
+    target_port: int
+    """The gateway Service's port."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class DirectEntry:
+    """The CONNECT port published by the gateway itself (its LoadBalancer): nothing to create for it."""
+
+    host: str
+    port: int
+
+
+Entry = PangolinEntry | DirectEntry
+"""How the public reaches the gateway's CONNECT listener."""
+
+
+def proxytunnel_command(host: str, port: int) -> str:
+    """The ssh `ProxyCommand` for a connect-mode instance: proxytunnel speaks HTTP/1.1 CONNECT to `host:port`."""
+    return f"proxytunnel -q -p {host}:{port} -d %h:%p"
+
+
+def netcat_command(host: str, port: int) -> str:
+    """OpenBSD netcat's CONNECT (`nc -X connect`): HTTP/1.0, so only for gateways with `acceptHttp10`."""
+    return f"nc -X connect -x {host}:{port} %h %p"
+
+
+def connect_ssh_config(*, alias: str, authority: str, user: str, entry: Entry, server_alive_interval: int) -> str:
+    """The OpenSSH `Host` block of a connect-mode instance. `HostName` is the CONNECT authority (what the gateway
+    routes on, sent by the ProxyCommand as `%h:%p`); `HostKeyAlias` keeps its known_hosts entry its own, since
+    every instance shares the gateway's address; the keepalive outlives the gateway's stream idle timeout."""
+    lines = [
+        f"Host {alias}",
+        f"    HostName {authority}",
+        f"    Port {SSH_PORT}",
+        f"    User {user}",
+        f"    HostKeyAlias {alias}",
+        f"    ProxyCommand {proxytunnel_command(entry.host, entry.port)}",
+        f"    ServerAliveInterval {server_alive_interval}",
+    ]
+    return "\n".join(lines) + "\n"

@@ -1,7 +1,9 @@
 """The firewall's vocabulary: who may connect (CIDRs or one Azure service tag) and the NSG priority rule.
 
 An instance's inbound rule has priority `priorityBase + (port - range start)`: a bijection on the range, so
-priorities are unique across the stack's rules and an instance's priority changes only with its port.
+priorities are unique across the stack's rules and an instance's priority changes only with its port. The
+CONNECT port's one rule takes the priority just below that block (`priorityBase - 1`), or, when the block starts
+at Azure's lowest, the one just above it: never one of the per-port priorities.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ __all__ = [
     "ServiceTag",
     "Sources",
     "check_priorities",
+    "connect_priority",
     "nsg_priority",
     "opens_to_world",
     "parse_cidr",
@@ -126,4 +129,20 @@ def check_priorities(port_range: PortRange, base: int = DEFAULT_PRIORITY_BASE) -
     raise ValueError(
         f"priorities {first}-{last} for ports {port_range} fall outside Azure's "
         f"{AZURE_PRIORITY_MIN}-{AZURE_PRIORITY_MAX} ({PRIORITY_BASE_KEY}={base}); {hint}"
+    )
+
+
+def connect_priority(port_range: PortRange, base: int = DEFAULT_PRIORITY_BASE) -> int:
+    """The NSG priority of the CONNECT port's rule: next to the per-port block `base`..`base + size - 1`, below
+    it where Azure allows, else above it; a `ValueError` with the fix when neither fits."""
+    below, above = base - 1, base + port_range.size
+    if below >= AZURE_PRIORITY_MIN:
+        return below
+    if above <= AZURE_PRIORITY_MAX:
+        return above
+    raise ValueError(
+        f"no NSG priority is left for the CONNECT port's rule: ports {port_range} take "
+        f"{base}-{above - 1} ({PRIORITY_BASE_KEY}={base}) and Azure allows {AZURE_PRIORITY_MIN}-"
+        f"{AZURE_PRIORITY_MAX}; leave one free next to them: narrow {_RANGE_KEY} by a port and raise "
+        f"{PRIORITY_BASE_KEY} to at least {AZURE_PRIORITY_MIN + 1}"
     )

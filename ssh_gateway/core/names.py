@@ -14,6 +14,12 @@ __all__ = [
     "ALLOCATION_MODULE",
     "ALLOCATION_TYPE",
     "COMPONENT_TYPE",
+    "CONNECT_ENTRY",
+    "CONNECT_ENTRY_TYPE",
+    "CONNECT_INSTANCE_TYPE",
+    "CONNECT_RULE_NAME",
+    "ENVOY_FILTER_TYPE",
+    "INSTANCE_TYPES",
     "NSG_RULE_TYPE",
     "NSG_TYPE",
     "PANGOLIN_KIND",
@@ -23,6 +29,8 @@ __all__ = [
     "STACK_TYPE",
     "Role",
     "child_name",
+    "connect_resource_name",
+    "entry_of",
     "instance_of",
     "owner_prefix",
     "pangolin_resource_name",
@@ -35,7 +43,26 @@ __all__ = [
 ]
 
 COMPONENT_TYPE: Final = "ssh-gateway:index:SshInstance"
-"""The component that is one instance."""
+"""The component that is one instance (routing `port`: a public port of its own)."""
+
+CONNECT_INSTANCE_TYPE: Final = "ssh-gateway:index:ConnectSshInstance"
+"""The component that is one instance with routing `connect` (behind the stack's CONNECT entry)."""
+
+INSTANCE_TYPES: Final = (COMPONENT_TYPE, CONNECT_INSTANCE_TYPE)
+"""An instance is one of these components, whichever its routing."""
+
+CONNECT_ENTRY_TYPE: Final = "ssh-gateway:index:ConnectEntry"
+"""The stack's one CONNECT entry: the gateway's EnvoyFilter and the public way in."""
+
+CONNECT_ENTRY: Final = "connect"
+"""The Pulumi name of the stack's `ConnectEntry`; its children are `connect-<role>`."""
+
+CONNECT_RULE_NAME: Final = "ssh-gateway.connect"
+"""The NSG rule of the CONNECT port. Instances' rules are `ssh-gateway-<instance>`; the dot keeps the two apart
+(an instance name is a DNS label, without dots)."""
+
+ENVOY_FILTER_TYPE: Final = "kubernetes:networking.istio.io/v1alpha3:EnvoyFilter"
+"""Istio's EnvoyFilter, as pulumi-kubernetes types a CustomResource of that apiVersion and kind."""
 
 PANGOLIN_MODULE: Final = "pangolin"
 PANGOLIN_KIND: Final = "TcpResource"
@@ -59,6 +86,10 @@ class Role(StrEnum):
     SERVICE = "service"
     PANGOLIN = "pangolin"
     NSG_RULE = "nsg-rule"
+    ROUTE = "route"
+    """A connect-mode instance's EnvoyFilter: its virtual host on the gateway."""
+    GATEWAY_FILTER = "gateway-filter"
+    """The CONNECT entry's EnvoyFilter that turns CONNECT on in the gateway's listener."""
 
 
 def child_name(instance: str, role: Role) -> str:
@@ -74,6 +105,12 @@ def owner_prefix(project: str, stack: str) -> str:
 def pangolin_resource_name(project: str, stack: str, instance: str) -> str:
     """The Pangolin resource name of an instance: it identifies the stack and the instance."""
     return f"{owner_prefix(project, stack)}{instance}"
+
+
+def connect_resource_name(project: str, stack: str) -> str:
+    """The Pangolin resource of the stack's CONNECT entry, `<project>/<stack>/@connect`: the `@` keeps it apart
+    from every instance's (an instance name is a DNS label)."""
+    return f"{owner_prefix(project, stack)}@{CONNECT_ENTRY}"
 
 
 def service_name(instance: str) -> str:
@@ -109,14 +146,20 @@ def urn_type(urn: str) -> str:
 
 
 def instance_of(urn: str) -> str | None:
-    """The instance a resource belongs to: the `SshInstance` itself, or one of its children; else None."""
+    """The instance a resource belongs to: the instance's component itself (`SshInstance` or
+    `ConnectSshInstance`), or one of its children; else None."""
     chain = type_chain(urn)
-    if not chain or COMPONENT_TYPE not in chain:
+    if not chain or not any(t in chain for t in INSTANCE_TYPES):
         return None
     name = urn_name(urn)
-    if chain[-1] == COMPONENT_TYPE:
+    if chain[-1] in INSTANCE_TYPES:
         return name
     for role in Role:
         if name.endswith(f"-{role}"):
             return name.removesuffix(f"-{role}")
     return None
+
+
+def entry_of(urn: str) -> bool:
+    """Whether a resource is the stack's CONNECT entry or one of its children."""
+    return CONNECT_ENTRY_TYPE in type_chain(urn)

@@ -1,7 +1,8 @@
 """Stack settings: every `ssh-gateway:*` config key as one pydantic model, validated before any resource exists.
 
 Values are parsed once here (a port range into a `PortRange`, sources into `Cidrs | ServiceTag`, an instance
-into the shape its `target` calls for) and passed on typed. `parse_settings` reports every problem at once,
+into the shape its `routing` and `target` call for, the CONNECT entry into the shape its `via` calls for) and
+passed on typed. `parse_settings` reports every problem at once,
 each naming the config key, the value and what is allowed, with a "did you mean" for a misspelt key.
 """
 
@@ -22,11 +23,20 @@ from pydantic import (
     PlainValidator,
     Tag,
     ValidationError,
+    ValidationInfo,
     model_validator,
 )
 from pydantic_core import PydanticCustomError
 
 from .addresses import check_host, check_hostname, check_http_url
+from .connect import (
+    ConnectGateway,
+    ConnectInstance,
+    DirectEntry,
+    Entry,
+    PangolinEntry,
+    check_selector,
+)
 from .credentials import API_KEY_CONFIG
 from .firewall import (
     AZURE_PRIORITY_MAX,
@@ -34,18 +44,27 @@ from .firewall import (
     DEFAULT_PRIORITY_BASE,
     Sources,
     check_priorities,
+    connect_priority,
     parse_sources,
 )
+from .names import CONNECT_ENTRY, public_host
 from .ports import EPHEMERAL, PortRange
-from .targets import ClusterIpTarget, NodePortTarget, StaticTarget, Target, service_spec
+from .targets import ClusterIpTarget, NodePortTarget, ServiceSpec, StaticTarget, Target, service_spec
 
 __all__ = [
     "NAMESPACE",
+    "ROUTINGS",
     "ClusterIpInstance",
+    "Connect",
+    "ConnectModeInstance",
+    "DirectPublic",
     "FirewallOff",
     "FirewallOn",
     "Instance",
     "NodePortInstance",
+    "PangolinPublic",
+    "PortModeInstance",
+    "Routing",
     "Settings",
     "SettingsError",
     "StaticInstance",
@@ -95,6 +114,11 @@ def _host_template(value: str) -> str:
         raise ValueError(
             f"{value!r} is not a host name with an optional {{instance}}, e.g. ssh-{{instance}}.example.com"
         ) from None
+    return value
+
+
+def _selector(value: dict[str, str]) -> dict[str, str]:
+    check_selector(value)
     return value
 
 
@@ -187,12 +211,21 @@ class Gateway(_Model):
     published_range: Range | None = Field(default=None, alias="publishedRange", description="default ports.range")
 
 
+ROUTINGS: Final = ("port", "connect")
+Routing = Literal["port", "connect"]
+"""How the public reaches an instance: a public port of its own, or HTTP CONNECT through the stack's entry."""
+
+User = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9._-]{0,31}$")]
+HostKey = Annotated[str, AfterValidator(_host_key)]
+
+
 class _InstanceBase(_Model):
     name: DnsLabel
-    user: str = Field(default="root", pattern=r"^[A-Za-z_][A-Za-z0-9._-]{0,31}$")
+    routing: Literal["port"] = "port"
+    user: User = "root"
     port: Port | None = Field(default=None, description="pin the public port")
     source_cidrs: SourceList | None = Field(default=None, alias="sourceCidrs")
-    host_key: Annotated[str, AfterValidator(_host_key)] | None = Field(default=None, alias="hostKey")
+    host_key: HostKey | None = Field(default=None, alias="hostKey")
 
 
 class _ServiceInstance(_InstanceBase):
@@ -221,23 +254,152 @@ class StaticInstance(_InstanceBase):
     static_port: Port = Field(alias="staticPort")
 
 
+_NO_PUBLIC_PORT: Final = (
+    "a connect-mode instance has no public port of its own (it is reached through ssh-gateway:connect)"
+)
+_PORT_MODE_KEYS: Final = {
+    "port": ("port", _NO_PUBLIC_PORT),
+    "node_port": ("nodePort", _NO_PUBLIC_PORT),
+    "source_cidrs": ("sourceCidrs", "connect-mode instances share the CONNECT port's one rule (firewall.sourceCidrs)"),
+    "static_host": ("staticHost", "static targets need routing: port"),
+    "static_port": ("staticPort", "static targets need routing: port"),
+}
+
+
+def _port_mode_only(value: object, info: ValidationInfo) -> None:
+    """A key of port-mode instances, set on a connect-mode one: refused with what to do instead."""
+    if value is not None:
+        key, why = _PORT_MODE_KEYS[str(info.field_name)]
+        raise ValueError(f"{key} is only for routing: port; {why}")
+
+
+def _connect_target(value: str | None) -> None:
+    if value not in (None, "clusterIp"):
+        raise ValueError(
+            f"target {value!r} needs routing: port; a connect-mode instance is always a ClusterIP Service behind the "
+            "gateway (leave target out)"
+        )
+
+
+PortModeOnly = Annotated[object, AfterValidator(_port_mode_only)]
+
+
+class ConnectModeInstance(_Model):
+    """An instance behind the stack's CONNECT entry: a ClusterIP Service and the gateway's route to it."""
+
+    name: DnsLabel
+    routing: Literal["connect"]
+    user: User = "root"
+    selector: Annotated[dict[str, str], AfterValidator(_selector)] | None = Field(
+        default=None, description='pod selector; default {"app": name}'
+    )
+    pod_port: Port = Field(default=22, alias="podPort")
+    host_key: HostKey | None = Field(default=None, alias="hostKey")
+    target: Annotated[str | None, AfterValidator(_connect_target)] = None
+    port: PortModeOnly = None
+    node_port: PortModeOnly = Field(default=None, alias="nodePort")
+    source_cidrs: PortModeOnly = Field(default=None, alias="sourceCidrs")
+    static_host: PortModeOnly = Field(default=None, alias="staticHost")
+    static_port: PortModeOnly = Field(default=None, alias="staticPort")
+
+
 TARGETS: Final = ("nodePort", "clusterIp", "static")
+_CONNECT_TAG: Final = "routing=connect"
 
 
-def _target_tag(value: Any) -> str:
-    return str(value.get("target", "nodePort") if isinstance(value, Mapping) else getattr(value, "target"))  # noqa: B009
+def _instance_tag(value: Any) -> str | None:
+    """The union member an instance is: by its `routing` (the stack default filled in), then by its `target`."""
+    fields: Mapping[str, Any] = value if isinstance(value, Mapping) else vars(value)
+    routing = fields.get("routing", "port")
+    if routing == "connect":
+        return _CONNECT_TAG
+    if routing != "port":
+        return None  # an unknown routing: `_describe` names it
+    return str(fields.get("target", "nodePort"))
 
+
+PortModeInstance = NodePortInstance | ClusterIpInstance | StaticInstance
+"""An instance with a public port of its own."""
 
 Instance = Annotated[
     Annotated[NodePortInstance, Tag("nodePort")]
     | Annotated[ClusterIpInstance, Tag("clusterIp")]
-    | Annotated[StaticInstance, Tag("static")],
+    | Annotated[StaticInstance, Tag("static")]
+    | Annotated[ConnectModeInstance, Tag(_CONNECT_TAG)],
     Discriminator(
-        _target_tag,
-        custom_error_type="unknown_target",
+        _instance_tag,
+        custom_error_type="unknown_instance_kind",
         custom_error_message=f"unknown target; allowed: {', '.join(TARGETS)}",
     ),
 ]
+
+
+class ConnectGatewaySettings(_Model):
+    """`ssh-gateway:connect.gateway`: the Istio ingress gateway that terminates CONNECT (defaults: Istio's own
+    `istio-ingressgateway`, Service port 80 in front of the pods' 8080)."""
+
+    namespace: DnsLabel = "istio-system"
+    selector: Annotated[dict[str, str], AfterValidator(_selector)] = Field(
+        default_factory=lambda: {"istio": "ingressgateway"}, description="the gateway pods' labels"
+    )
+    listener_port: Port = Field(default=8080, alias="listenerPort", description="the gateway pod's port")
+    service: DnsLabel = Field(default="istio-ingressgateway", description="the gateway's Service")
+    service_port: Port = Field(default=80, alias="servicePort", description="its port in front of listenerPort")
+    target_host: Host | None = Field(
+        default=None,
+        alias="targetHost",
+        description="where Pangolin's site reaches the gateway; default the Service's cluster DNS name",
+    )
+    stream_idle_timeout: int | None = Field(
+        default=None,
+        alias="streamIdleTimeout",
+        ge=1,
+        description="the gateway's stream idle timeout in seconds, if it has one (not set by this program)",
+    )
+
+
+class PangolinPublic(_Model):
+    """`ssh-gateway:connect.public` with `via: pangolin`: one Pangolin TCP resource on `port` to the gateway."""
+
+    via: Literal["pangolin"] = "pangolin"
+    port: Port
+    host: Host | None = Field(default=None, description='default gateway.hostTemplate with {instance} = "connect"')
+
+
+class DirectPublic(_Model):
+    """`ssh-gateway:connect.public` with `via: direct`: the gateway's own LoadBalancer address, no Pangolin."""
+
+    via: Literal["direct"]
+    host: Host
+    port: Port
+
+
+VIAS: Final = ("pangolin", "direct")
+
+
+def _via_tag(value: Any) -> str:
+    via = value.get("via", "pangolin") if isinstance(value, Mapping) else getattr(value, "via", "pangolin")
+    return f"via={via}"
+
+
+Public = Annotated[
+    Annotated[PangolinPublic, Tag("via=pangolin")] | Annotated[DirectPublic, Tag("via=direct")],
+    Discriminator(
+        _via_tag, custom_error_type="unknown_via", custom_error_message=f"unknown via; allowed: {', '.join(VIAS)}"
+    ),
+]
+
+
+class Connect(_Model):
+    """`ssh-gateway:connect`: the stack's one CONNECT entry, through which every connect-mode instance is reached."""
+
+    gateway: ConnectGatewaySettings = ConnectGatewaySettings()
+    enable_connect: bool = Field(
+        default=True, alias="enableConnect", description="turn CONNECT on in the gateway (off where it already is)"
+    )
+    accept_http10: bool = Field(default=False, alias="acceptHttp10", description="accept nc -X connect, socat")
+    server_alive_interval: int = Field(default=60, alias="serverAliveInterval", ge=1, le=3600)
+    public: Public
 
 
 class Settings(_Model):
@@ -249,15 +411,37 @@ class Settings(_Model):
     gateway: Gateway
     kubernetes: Kubernetes = Kubernetes()
     firewall: Firewall = FirewallOff(enabled=False)
+    routing: Routing = Field(default="port", description="the instances' default routing")
+    connect: Connect | None = None
     instances: tuple[Instance, ...] = ()
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_routing(cls, data: Any) -> Any:
+        """Each instance without a `routing` of its own takes the stack's, before the union picks its shape."""
+        if not isinstance(data, Mapping) or data.get("routing", "port") not in ROUTINGS:
+            return data
+        instances = data.get("instances")
+        if not isinstance(instances, list | tuple):
+            return data
+        routing = data.get("routing", "port")
+        filled = [{"routing": routing, **i} if isinstance(i, Mapping) else i for i in instances]
+        return {**data, "instances": filled}
 
     @model_validator(mode="after")
     def _consistent(self) -> Settings:
         names = [i.name for i in self.instances]
         dupes = sorted({n for n in names if names.count(n) > 1})
         if dupes:
-            raise _problem("instances", f"duplicate name(s) {', '.join(dupes)}; each instance needs its own name")
+            raise _problem(
+                "instances",
+                f"duplicate name(s) {', '.join(dupes)}; each instance needs its own name (its Service, and in "
+                "connect mode its CONNECT authority, are named after it)",
+            )
+        self._check_connect()
         for index, inst in enumerate(self.instances):
+            if isinstance(inst, ConnectModeInstance):
+                continue
             if isinstance(inst, NodePortInstance) and self.kubernetes.render_dir and inst.node_port is None:
                 raise _problem(
                     f"instances[{index}].nodePort",
@@ -281,7 +465,88 @@ class Settings(_Model):
                 raise _problem("firewall.priorityBase", str(exc)) from None
         return self
 
-    def target_of(self, inst: Instance) -> Target:
+    def _check_connect(self) -> None:
+        """The CONNECT entry and the instances behind it, as Istio and Envoy will take them."""
+        connected = [(i, inst) for i, inst in enumerate(self.instances) if isinstance(inst, ConnectModeInstance)]
+        if self.connect is None:
+            if self.routing == "connect":
+                raise _problem("routing", "connect needs ssh-gateway:connect (the gateway and its public entry)")
+            if connected:
+                index, inst = connected[0]
+                raise _problem(
+                    f"instances[{index}].routing",
+                    f"instance {inst.name!r} has routing connect, so set ssh-gateway:connect (the gateway and its "
+                    "public entry), or use routing: port",
+                )
+            return
+        connect = self.connect
+        for index, inst in connected:
+            try:
+                self.connect_instance(inst)
+            except ValueError as exc:
+                raise _problem(f"instances[{index}].name", str(exc)) from None
+        # Unique names in one namespace make unique authorities (the duplicate-name check above), which Envoy
+        # requires: a domain repeated across virtual hosts NACKs the port's whole route configuration.
+        public = connect.public
+        if isinstance(public, PangolinPublic):
+            for key, ports in (("ports.range", self.ports.range), ("gateway.publishedRange", self.published_range)):
+                if public.port in ports:
+                    raise _problem(
+                        "connect.public.port",
+                        f"{public.port} is inside {key} {ports}: the CONNECT port is one port of its own, outside "
+                        "the instances' range (the allocator would hand it out too)",
+                    )
+            if isinstance(self.firewall, FirewallOn):
+                try:
+                    connect_priority(self.ports.range, self.firewall.priority_base)
+                except ValueError as exc:
+                    raise _problem("firewall.priorityBase", str(exc)) from None
+        idle = connect.gateway.stream_idle_timeout
+        if idle is not None and connect.server_alive_interval >= idle:
+            raise _problem(
+                "connect.serverAliveInterval",
+                f"{connect.server_alive_interval} is not below connect.gateway.streamIdleTimeout {idle}: the gateway "
+                f"would close an idle session before ssh's keepalive; use at most {idle - 1}",
+            )
+
+    def connect_gateway(self) -> ConnectGateway:
+        """The Istio gateway of the CONNECT entry, as the EnvoyFilters select and match it."""
+        if self.connect is None:
+            raise ValueError("the stack has no ssh-gateway:connect")
+        gw = self.connect.gateway
+        return ConnectGateway(
+            selector=dict(gw.selector),
+            listener_port=gw.listener_port,
+            namespace=gw.namespace,
+            enable_connect=self.connect.enable_connect,
+            accept_http10=self.connect.accept_http10,
+        )
+
+    def connect_instance(self, inst: ConnectModeInstance) -> ConnectInstance:
+        """The instance as the gateway routes to it: its Service in the stack's namespace and cluster domain."""
+        return ConnectInstance(inst.name, self.kubernetes.namespace, self.kubernetes.cluster_domain)
+
+    def connect_service(self, inst: ConnectModeInstance) -> ServiceSpec:
+        """The connect-mode instance's ClusterIP Service `ssh-<instance>`."""
+        kube = self.kubernetes
+        return service_spec(inst.name, kube.namespace, inst.selector, inst.pod_port, skip_await=kube.skip_await)
+
+    def connect_entry(self) -> Entry:
+        """How the public reaches the gateway: a Pangolin resource to it, or the gateway's own address."""
+        if self.connect is None:
+            raise ValueError("the stack has no ssh-gateway:connect")
+        public, gw = self.connect.public, self.connect.gateway
+        if isinstance(public, DirectPublic):
+            return DirectEntry(host=public.host, port=public.port)
+        service_host = f"{gw.service}.{gw.namespace}.svc.{self.kubernetes.cluster_domain}"
+        return PangolinEntry(
+            host=public.host or public_host(self.gateway.host_template, CONNECT_ENTRY),
+            port=public.port,
+            target_host=gw.target_host or service_host,
+            target_port=gw.service_port,
+        )
+
+    def target_of(self, inst: PortModeInstance) -> Target:
         """Where the instance's Pangolin target points, with the cluster's settings filled in."""
         kube = self.kubernetes
         if isinstance(inst, StaticInstance):
@@ -306,6 +571,12 @@ class Settings(_Model):
                 "(net.ipv4.ip_local_port_range): the gateway host's own outgoing connections can take a port "
                 "before Gerbil binds it; prefer a range below 32768"
             )
+        public = self.connect.public if self.connect else None
+        if isinstance(public, PangolinPublic) and public.port in EPHEMERAL:
+            yield (
+                f"{NAMESPACE}:connect.public.port {public.port} is one of Linux's ephemeral ports {EPHEMERAL}: an "
+                "outgoing connection of the gateway host can take it before Gerbil binds it; prefer one below 32768"
+            )
 
 
 def _problem(key: str, message: str) -> PydanticCustomError:
@@ -317,7 +588,7 @@ class SettingsError(ValueError):
     """Config that cannot be used; the message lists every problem, each naming its key and value."""
 
 
-_TAGS: Final = frozenset({*TARGETS, "on", "off"})
+_TAGS: Final = frozenset({*TARGETS, "on", "off", _CONNECT_TAG, "via=pangolin", "via=direct"})
 _SECTIONS: Final[Mapping[str, tuple[type[BaseModel], ...]]] = {
     "": (Settings,),
     "ports": (Ports,),
@@ -325,13 +596,16 @@ _SECTIONS: Final[Mapping[str, tuple[type[BaseModel], ...]]] = {
     "kubernetes": (Kubernetes,),
     "firewall": (FirewallOn,),
     "gateway": (Gateway,),
-    "instances": (NodePortInstance, ClusterIpInstance, StaticInstance),
+    "instances": (NodePortInstance, ClusterIpInstance, StaticInstance, ConnectModeInstance),
+    "connect": (Connect,),
+    "connect.gateway": (ConnectGatewaySettings,),
+    "connect.public": (PangolinPublic, DirectPublic),
 }
 
 
 def _keys_at(loc: Sequence[int | str]) -> list[str]:
     """The keys allowed where `loc` (an unknown key's location) points."""
-    section = str(loc[0]) if len(loc) > 1 else ""
+    section = ".".join(str(p) for p in loc[:-1] if isinstance(p, str) and p not in _TAGS)
     models = _SECTIONS.get(section, ())
     return sorted({str(f.alias or n) for model in models for n, f in model.model_fields.items()})
 
@@ -370,9 +644,16 @@ def _describe(err: Any, raw: Mapping[str, Any]) -> str:
     value = _value_at(raw, loc)
     if err["type"] == "extra_forbidden":
         return f"{_key(loc)}: unknown key{_did_you_mean(str(loc[-1]), _keys_at(loc))}"
-    if err["type"] == "unknown_target":
+    if err["type"] == "unknown_instance_kind":
+        routing = _value_at(raw, (*loc, "routing"))
+        if routing is not None and routing not in ROUTINGS:
+            allowed = f"unknown routing; allowed: {', '.join(ROUTINGS)}"
+            return f"{_key(loc)}.routing = {json.dumps(routing)}: {allowed}{_did_you_mean(str(routing), ROUTINGS)}"
         target = _value_at(raw, (*loc, "target"))
         return f"{_key(loc)}.target = {json.dumps(target)}: {message}{_did_you_mean(str(target), TARGETS)}"
+    if err["type"] == "unknown_via":
+        via = _value_at(raw, (*loc, "via"))
+        return f"{_key(loc)}.via = {json.dumps(via)}: {message}{_did_you_mean(str(via), VIAS)}"
     if err["type"] == "missing":
         return f"{_key(loc)}: required, but not set"
     shown = f" = {json.dumps(value)}" if value is not None else ""

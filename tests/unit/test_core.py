@@ -7,8 +7,16 @@ import pytest
 
 from ssh_gateway.core.addresses import check_host, check_http_url
 from ssh_gateway.core.credentials import API_KEY_CONFIG, API_KEY_ENV, MissingApiKey, check_api_key, find_api_key
-from ssh_gateway.core.firewall import Cidrs, ServiceTag, opens_to_world, parse_sources
-from ssh_gateway.core.names import instance_of, urn_type
+from ssh_gateway.core.firewall import Cidrs, ServiceTag, connect_priority, opens_to_world, parse_sources
+from ssh_gateway.core.names import (
+    CONNECT_ENTRY_TYPE,
+    CONNECT_INSTANCE_TYPE,
+    ENVOY_FILTER_TYPE,
+    connect_resource_name,
+    entry_of,
+    instance_of,
+    urn_type,
+)
 from ssh_gateway.core.org import Binding, OrgView, foreign_ports
 from ssh_gateway.core.ports import PortRange
 
@@ -106,3 +114,30 @@ def test_instance_of_finds_the_component_and_its_children_only() -> None:
     assert instance_of(child) == "gpu-01" and urn_type(child) == "pulumi-python:dynamic/pangolin:TcpResource"
     assert instance_of(f"{stack}ssh-gateway:index:SshInstance$kubernetes:core/v1:Service::gpu-0-service") == "gpu-0"
     assert instance_of(f"{stack}pulumi-python:dynamic/ssh-gateway:PortAllocation::ports") is None
+
+
+def test_instance_of_knows_connect_mode_instances_and_not_the_entry() -> None:
+    stack = "urn:pulumi:dev::ssh-gateway::"
+    route = f"{stack}{CONNECT_INSTANCE_TYPE}${ENVOY_FILTER_TYPE}::gpu-07-route"
+    assert instance_of(route) == "gpu-07" and urn_type(route) == ENVOY_FILTER_TYPE
+    assert instance_of(f"{stack}{CONNECT_INSTANCE_TYPE}::gpu-07") == "gpu-07"
+    entry_child = f"{stack}{CONNECT_ENTRY_TYPE}$pulumi-python:dynamic/pangolin:TcpResource::connect-pangolin"
+    assert instance_of(entry_child) is None and entry_of(entry_child)
+    assert not entry_of(route)
+    # The entry's Pangolin name can never be an instance's: an instance name is a DNS label.
+    assert connect_resource_name("ssh-gateway", "dev") == "ssh-gateway/dev/@connect"
+
+
+@pytest.mark.parametrize(
+    ("port_range", "base", "priority"),
+    [("40000-40099", 1000, 999), ("40000-40099", 100, 200), ("1-3996", 100, 4096)],
+)
+def test_the_connect_rule_sits_next_to_the_per_port_block(port_range: str, base: int, priority: int) -> None:
+    rng = PortRange.parse(port_range)
+    assert connect_priority(rng, base) == priority
+    assert not base <= connect_priority(rng, base) < base + rng.size
+
+
+def test_no_priority_left_for_the_connect_rule_is_named() -> None:
+    with pytest.raises(ValueError, match="no NSG priority is left for the CONNECT port's rule: ports 1-3997 take"):
+        connect_priority(PortRange.parse("1-3997"), 100)

@@ -9,9 +9,11 @@ from typing import Any
 import pytest
 import yaml
 
+from ssh_gateway.core.connect import DirectEntry, PangolinEntry
 from ssh_gateway.core.firewall import ServiceTag
 from ssh_gateway.core.ports import PortRange
 from ssh_gateway.core.settings import (
+    ConnectModeInstance,
     FirewallOff,
     FirewallOn,
     SettingsError,
@@ -170,3 +172,171 @@ def test_committed_stack_files_are_valid(stack: str) -> None:
     flat = {k: v if isinstance(v, str) else json.dumps(v) for k, v in document["config"].items()}
     settings = parse_settings(decode_config(flat))
     assert settings.instances
+
+
+# --- CONNECT routing ----------------------------------------------------------------------------------------
+
+
+CONNECT: dict[str, Any] = {"public": {"via": "pangolin", "port": 20443}}
+
+
+def connect_raw(**overrides: Any) -> dict[str, Any]:
+    base = raw(connect=CONNECT, instances=[{"name": "gpu-c", "routing": "connect"}])
+    base.update(overrides)
+    return base
+
+
+def connect_error(**overrides: Any) -> str:
+    with pytest.raises(SettingsError) as info:
+        parse_settings(connect_raw(**overrides))
+    return str(info.value)
+
+
+def test_routing_is_per_instance_with_a_stack_default() -> None:
+    settings = parse_settings(
+        connect_raw(
+            routing="connect",
+            instances=[
+                {"name": "gpu-c"},
+                {"name": "gpu-p", "routing": "port", "target": "static", "staticHost": "127.0.0.1", "staticPort": 22},
+            ],
+        )
+    )
+    assert [(type(i).__name__, i.routing) for i in settings.instances] == [
+        ("ConnectModeInstance", "connect"),
+        ("StaticInstance", "port"),
+    ]
+    assert [i.routing for i in parse_settings(raw()).instances] == ["port"]  # the default default
+
+
+def test_connect_defaults_are_istios_ingress_gateway() -> None:
+    settings = parse_settings(connect_raw())
+    gateway = settings.connect_gateway()
+    assert (dict(gateway.selector), gateway.listener_port, gateway.namespace) == (
+        {"istio": "ingressgateway"},
+        8080,
+        "istio-system",
+    )
+    assert (gateway.enable_connect, gateway.accept_http10) == (True, False)
+    assert settings.connect_entry() == PangolinEntry(
+        host="ssh-connect.example.com",
+        port=20443,
+        target_host="istio-ingressgateway.istio-system.svc.cluster.local",
+        target_port=80,
+    )
+    [inst] = settings.instances
+    assert isinstance(inst, ConnectModeInstance)
+    assert settings.connect_instance(inst).authority == "ssh-gpu-c.default.svc.cluster.local"
+    assert settings.connect is not None and settings.connect.server_alive_interval == 60
+
+
+def test_connect_entry_is_a_union_tagged_by_via() -> None:
+    direct = parse_settings(connect_raw(connect={"public": {"via": "direct", "host": "gw.example.com", "port": 443}}))
+    assert direct.connect_entry() == DirectEntry(host="gw.example.com", port=443)
+    local = parse_settings(
+        connect_raw(
+            kubernetes={"clusterDomain": "corp.local"},
+            connect={
+                "gateway": {"service": "gw", "namespace": "edge", "servicePort": 20080, "targetHost": "127.0.0.1"},
+                "public": {"port": 20443, "host": "ssh.example.com"},
+            },
+        )
+    )
+    assert local.connect_entry() == PangolinEntry(
+        host="ssh.example.com", port=20443, target_host="127.0.0.1", target_port=20080
+    )
+
+
+@pytest.mark.parametrize(
+    ("overrides", "expected"),
+    [
+        (
+            {"instances": [{"name": "a", "routing": "conect"}]},
+            'ssh-gateway:instances[0].routing = "conect": unknown routing; allowed: port, connect; did you mean '
+            "'connect'?",
+        ),
+        ({"routing": "tunnel"}, "ssh-gateway:routing = \"tunnel\": Input should be 'port' or 'connect'"),
+        (
+            {"connect": None},
+            "ssh-gateway:instances[0].routing: instance 'gpu-c' has routing connect, so set ssh-gateway:connect",
+        ),
+        ({"connect": None, "routing": "connect", "instances": []}, "ssh-gateway:routing: connect needs"),
+        (
+            {"connect": {"public": {"port": 40010}}},
+            "ssh-gateway:connect.public.port: 40010 is inside ports.range 40000-40019",
+        ),
+        (
+            {
+                "gateway": {"hostTemplate": "h", "publishedRange": "40000-40100"},
+                "connect": {"public": {"port": 40100}},
+            },
+            "ssh-gateway:connect.public.port: 40100 is inside gateway.publishedRange 40000-40100",
+        ),
+        (
+            {"connect": {"gateway": {"selector": {}}, "public": {"port": 20443}}},
+            "ssh-gateway:connect.gateway.selector = {}: the ingress gateway's selector is empty",
+        ),
+        (
+            {"connect": {"gateway": {"selector": {"istio": "-bad"}}, "public": {"port": 20443}}},
+            "ssh-gateway:connect.gateway.selector",
+        ),
+        (
+            {"connect": {"public": {"via": "drect", "port": 443}}},
+            'ssh-gateway:connect.public.via = "drect": unknown via; allowed: pangolin, direct; did you mean '
+            "'direct'?",
+        ),
+        ({"connect": {"public": {"via": "direct", "port": 443}}}, "ssh-gateway:connect.public.host: required"),
+        ({"connect": {}}, "ssh-gateway:connect.public: required"),
+        (
+            {"connect": {"gateway": {"listnerPort": 1}, "public": {"port": 1}}},
+            "ssh-gateway:connect.gateway.listnerPort: unknown key; did you mean 'listenerPort'?",
+        ),
+        (
+            {"connect": {"gateway": {"streamIdleTimeout": 300}, "serverAliveInterval": 300, "public": {"port": 1}}},
+            "ssh-gateway:connect.serverAliveInterval: 300 is not below connect.gateway.streamIdleTimeout 300",
+        ),
+        (
+            {"instances": [{"name": "a", "routing": "connect", "target": "static"}]},
+            "ssh-gateway:instances[0].target = \"static\": target 'static' needs routing: port",
+        ),
+        (
+            {"routing": "connect", "instances": [{"name": "a", "target": "nodePort"}]},
+            "ssh-gateway:instances[0].target = \"nodePort\": target 'nodePort' needs routing: port",
+        ),
+        (
+            {"instances": [{"name": "a", "routing": "connect", "port": 40005}]},
+            "ssh-gateway:instances[0].port = 40005: port is only for routing: port",
+        ),
+        (
+            {"instances": [{"name": "a", "routing": "connect", "sourceCidrs": ["10.0.0.0/8"]}]},
+            "ssh-gateway:instances[0].sourceCidrs",
+        ),
+        (
+            {"instances": [{"name": "a" * 60, "routing": "connect"}]},
+            "ssh-gateway:instances[0].name: instance name 'aaaa",
+        ),
+        (
+            {"instances": [{"name": "a", "routing": "connect"}, {"name": "a", "routing": "connect"}]},
+            "duplicate name(s) a; each instance needs its own name (its Service, and in connect mode its CONNECT "
+            "authority",
+        ),
+        (
+            {
+                "ports": {"range": "20000-23996"},
+                "firewall": {"resourceGroup": "rg", "nsgName": "n", "sourceCidrs": ["10.0.0.0/8"], "priorityBase": 100},
+                "connect": {"public": {"port": 30000}},
+            },
+            "ssh-gateway:firewall.priorityBase: no NSG priority is left for the CONNECT port's rule",
+        ),
+    ],
+)
+def test_bad_connect_input_is_named(overrides: dict[str, Any], expected: str) -> None:
+    assert expected in connect_error(**overrides)
+
+
+def test_a_connect_port_in_the_ephemeral_ports_is_warned_about() -> None:
+    assert not list(parse_settings(connect_raw(ports={"range": "20000-20019"})).warnings())
+    found = list(
+        parse_settings(connect_raw(ports={"range": "20000-20019"}, connect={"public": {"port": 40443}})).warnings()
+    )
+    assert [w.split(" is one")[0] for w in found] == ["ssh-gateway:connect.public.port 40443"]

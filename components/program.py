@@ -17,16 +17,34 @@ from pulumi.runtime.config import CONFIG
 from providers.pangolin.errors import PangolinError
 from providers.pangolin.org import read_org
 from providers.port_allocation.resource import PortAllocation, PortAllocationArgs
+from ssh_gateway.core.connect import PangolinEntry
 from ssh_gateway.core.credentials import find_api_key
-from ssh_gateway.core.firewall import nsg_priority
-from ssh_gateway.core.names import owner_prefix, pangolin_resource_name, public_host
+from ssh_gateway.core.firewall import connect_priority, nsg_priority
+from ssh_gateway.core.names import (
+    CONNECT_ENTRY,
+    connect_resource_name,
+    owner_prefix,
+    pangolin_resource_name,
+    public_host,
+)
 from ssh_gateway.core.org import OrgView
-from ssh_gateway.core.settings import FirewallOn, Instance, Settings, SettingsError, decode_config, parse_settings
+from ssh_gateway.core.settings import (
+    Connect,
+    ConnectModeInstance,
+    FirewallOn,
+    PortModeInstance,
+    Settings,
+    SettingsError,
+    decode_config,
+    parse_settings,
+)
 from ssh_gateway.core.targets import StaticTarget
 
+from .connect_entry import ConnectEntry, ConnectEntryArgs
+from .connect_ssh_instance import ConnectSshInstance, ConnectSshInstanceArgs
 from .ssh_instance import FirewallRuleArgs, PangolinTargetArgs, SshInstance, SshInstanceArgs
 
-__all__ = ["build", "load_settings", "read_pangolin_org", "run"]
+__all__ = ["build", "check_connect_port", "load_settings", "read_pangolin_org", "run"]
 
 # The exit code by which pulumi's Python language host says "the error was already shown to the user": the
 # engine then adds no "Program exited with non-zero exit code" line of its own.
@@ -38,6 +56,7 @@ def run(*, project: str, stack: str) -> None:
     try:
         settings = load_settings()
         org = read_pangolin_org(settings)
+        check_connect_port(settings, org, project=project, stack=stack)
     except pulumi.RunError as problem:
         pulumi.log.error(str(problem))  # synchronous: sent before the exit below
         sys.exit(_ALREADY_SHOWN)
@@ -72,61 +91,185 @@ def read_pangolin_org(settings: Settings) -> OrgView:
         ) from None
 
 
+def check_connect_port(settings: Settings, org: OrgView, *, project: str, stack: str) -> None:
+    """A `RunError` when another Pangolin resource already binds the CONNECT port (Pangolin would refuse ours)."""
+    if settings.connect is None:
+        return
+    entry = settings.connect_entry()
+    if not isinstance(entry, PangolinEntry):
+        return
+    ours = connect_resource_name(project, stack)
+    others = [held for held in org.held_in([entry.port]).get(entry.port, []) if held.partition(":")[2] != ours]
+    if others:
+        resource_id, _, name = others[0].partition(":")
+        raise pulumi.RunError(
+            f"ssh-gateway:connect.public.port {entry.port} is already bound by Pangolin resource {resource_id} "
+            f"{name!r}: choose a free port for the CONNECT entry, or remove that resource"
+        )
+
+
 def build(settings: Settings, *, org: OrgView, project: str, stack: str) -> dict[str, pulumi.Input[object]]:
-    """Registers the allocation, every instance and their providers; returns the stack outputs."""
+    """Registers the allocation, every instance, the CONNECT entry and their providers; returns the outputs."""
     for warning in settings.warnings():
         pulumi.log.warn(warning)
     port_range = settings.ports.range
+    port_mode = [i for i in settings.instances if not isinstance(i, ConnectModeInstance)]
     allocation = PortAllocation(
         "ports",
         PortAllocationArgs(
-            instances=[i.name for i in settings.instances],
+            instances=[i.name for i in port_mode],
             port_range=port_range,
-            pins={i.name: i.port for i in settings.instances if i.port is not None},
+            pins={i.name: i.port for i in port_mode if i.port is not None},
             reserved=settings.ports.reserved,
             held=org.held_in(port_range),
             owner_prefix=owner_prefix(project, stack),
         ),
     )
     k8s_provider = _kubernetes_provider(settings)
-    instances = {
+    k8s_opts = pulumi.ResourceOptions(providers=[k8s_provider] if k8s_provider else None)
+    by_port = {
         inst.name: SshInstance(
-            inst.name,
-            _instance_args(settings, inst, allocation, org, project=project, stack=stack),
-            pulumi.ResourceOptions(providers=[k8s_provider] if k8s_provider else None),
+            inst.name, _instance_args(settings, inst, allocation, org, project=project, stack=stack), k8s_opts
         )
-        for inst in settings.instances
+        for inst in port_mode
     }
-    published = settings.published_range
+    endpoints: dict[str, object] = {name: _port_endpoint(i) for name, i in by_port.items()}
+    outputs: dict[str, pulumi.Input[object]] = {}
+    by_connect: dict[str, ConnectSshInstance] = {}
+    if settings.connect is not None:
+        entry = ConnectEntry(CONNECT_ENTRY, _entry_args(settings, org, project=project, stack=stack), k8s_opts)
+        by_connect = {
+            inst.name: ConnectSshInstance(inst.name, _connect_instance_args(settings, settings.connect, inst), k8s_opts)
+            for inst in settings.instances
+            if isinstance(inst, ConnectModeInstance)
+        }
+        endpoints.update({name: _connect_endpoint(i, entry) for name, i in by_connect.items()})
+        outputs["connect"] = _connect_output(settings.connect, entry)
+    # The settings order, whatever the routing (the settings refuse connect-mode instances without `connect`).
+    ordered = [by_port.get(i.name) or by_connect[i.name] for i in settings.instances]
     return {
-        "endpoints": {
-            name: {
-                "host": i.host,
-                "port": i.port,
-                "user": i.user,
-                "ssh": i.ssh_command,
-                "pangolinResourceId": i.pangolin_resource_id,
-            }
-            for name, i in instances.items()
-        },
+        "endpoints": {i.name: endpoints[i.name] for i in settings.instances},
         "pangolin": {"url": settings.pangolin.url, "orgId": settings.pangolin.org_id},
-        "sshConfig": pulumi.Output.all(*[i.ssh_config for i in instances.values()]).apply("\n".join),
-        "knownHosts": pulumi.Output.all(*[i.known_hosts for i in instances.values()]).apply(
+        "sshConfig": pulumi.Output.all(*[i.ssh_config for i in ordered]).apply("\n".join),
+        "knownHosts": pulumi.Output.all(*[i.known_hosts for i in ordered]).apply(
             lambda lines: "\n".join(line for line in lines if line)
         ),
         "allocations": allocation.ports,
         "releasedPorts": allocation.released,
         "portRange": str(port_range),
-        # What the gateway host must publish; Pangolin creates neither (docs/pangolin-api.md §2.4).
+        "gateway": _gateway_output(settings, publish_range=bool(port_mode) or settings.connect is None),
+        **outputs,
+    }
+
+
+def _port_endpoint(inst: SshInstance) -> dict[str, pulumi.Input[object]]:
+    """A port-mode instance's `endpoints` entry: its own public host and port."""
+    return {
+        "routing": "port",
+        "host": inst.host,
+        "port": inst.port,
+        "user": inst.user,
+        "ssh": inst.ssh_command,
+        "pangolinResourceId": inst.pangolin_resource_id,
+    }
+
+
+def _connect_endpoint(inst: ConnectSshInstance, entry: ConnectEntry) -> dict[str, pulumi.Input[object]]:
+    """A connect-mode instance's `endpoints` entry: the shared CONNECT entry and the instance's authority."""
+    return {
+        "routing": "connect",
+        "host": entry.host,
+        "port": entry.port,
+        "authority": inst.authority,
+        "user": inst.user,
+        "ssh": inst.ssh_command,
+        "pangolinResourceId": entry.pangolin_resource_id,
+    }
+
+
+def _gateway_output(settings: Settings, *, publish_range: bool) -> dict[str, object]:
+    """What the gateway host must publish; Pangolin creates neither (docs/pangolin-api.md §2.4). The range only
+    when some instance has a port of its own (or the stack has no CONNECT entry); the CONNECT port, one for every
+    connect-mode instance, when it goes through Pangolin."""
+    published = settings.published_range
+    out: dict[str, object] = {}
+    entry_points: dict[str, dict[str, str]] = {}
+    if publish_range:
+        out["gerbilPublishedPorts"] = f"{published}:{published}/tcp"
+        entry_points.update({f"tcp-{port}": {"address": f":{port}/tcp"} for port in published})
+    entry = settings.connect_entry() if settings.connect is not None else None
+    if isinstance(entry, PangolinEntry):
+        out["gerbilConnectPort"] = f"{entry.port}:{entry.port}/tcp"
+        entry_points[f"tcp-{entry.port}"] = {"address": f":{entry.port}/tcp"}
+    out["traefikEntryPoints"] = entry_points
+    return out
+
+
+def _connect_output(connect: Connect, entry: ConnectEntry) -> dict[str, pulumi.Input[object]]:
+    """The stack's CONNECT entry, for the doctor and for people: how it is reached and which gateway it is."""
+    gateway = connect.gateway
+    return {
+        "via": connect.public.via,
+        "host": entry.host,
+        "port": entry.port,
+        "pangolinResourceId": entry.pangolin_resource_id,
+        "acceptHttp10": connect.accept_http10,
+        "serverAliveInterval": connect.server_alive_interval,
         "gateway": {
-            "gerbilPublishedPorts": f"{published}:{published}/tcp",
-            "traefikEntryPoints": {f"tcp-{port}": {"address": f":{port}/tcp"} for port in published},
+            "namespace": gateway.namespace,
+            "selector": dict(gateway.selector),
+            "listenerPort": gateway.listener_port,
+            "service": gateway.service,
+            "servicePort": gateway.service_port,
         },
     }
 
 
+def _entry_args(settings: Settings, org: OrgView, *, project: str, stack: str) -> ConnectEntryArgs:
+    fw = settings.firewall
+    firewall = None
+    if isinstance(fw, FirewallOn):
+        firewall = FirewallRuleArgs(
+            resource_group=fw.resource_group,
+            nsg_name=fw.nsg_name,
+            sources=fw.source_cidrs,
+            priority=connect_priority(settings.ports.range, fw.priority_base),
+        )
+    name = connect_resource_name(project, stack)
+    return ConnectEntryArgs(
+        gateway=settings.connect_gateway(),
+        entry=settings.connect_entry(),
+        pangolin=PangolinTargetArgs(
+            api_url=settings.pangolin.url,
+            org_id=settings.pangolin.org_id,
+            site_id=settings.pangolin.site_id,
+            resource_name=name,
+            leftover_id=org.leftover(name, "tcp"),
+        ),
+        firewall=firewall,
+        skip_await=settings.kubernetes.skip_await,
+    )
+
+
+def _connect_instance_args(settings: Settings, connect: Connect, inst: ConnectModeInstance) -> ConnectSshInstanceArgs:
+    return ConnectSshInstanceArgs(
+        instance=inst.name,
+        user=inst.user,
+        service=settings.connect_service(inst),
+        route=settings.connect_instance(inst),
+        gateway=settings.connect_gateway(),
+        entry=settings.connect_entry(),
+        server_alive_interval=connect.server_alive_interval,
+        host_key=inst.host_key,
+    )
+
+
 def _kubernetes_provider(settings: Settings) -> k8s.Provider | None:
-    if all(isinstance(settings.target_of(i), StaticTarget) for i in settings.instances):
+    needed = settings.connect is not None or any(
+        isinstance(i, ConnectModeInstance) or not isinstance(settings.target_of(i), StaticTarget)
+        for i in settings.instances
+    )
+    if not needed:
         return None
     kube = settings.kubernetes
     return k8s.Provider(
@@ -139,7 +282,7 @@ def _kubernetes_provider(settings: Settings) -> k8s.Provider | None:
 
 
 def _instance_args(
-    settings: Settings, inst: Instance, allocation: PortAllocation, org: OrgView, *, project: str, stack: str
+    settings: Settings, inst: PortModeInstance, allocation: PortAllocation, org: OrgView, *, project: str, stack: str
 ) -> SshInstanceArgs:
     port = allocation.ports.apply(lambda ports: int(ports[inst.name]))
     fw = settings.firewall

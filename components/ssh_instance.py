@@ -15,9 +15,16 @@ import pulumi_azure_native as azure_native
 import pulumi_kubernetes as k8s
 
 from providers.pangolin import PangolinTcpResource, PangolinTcpResourceArgs
-from ssh_gateway.core.firewall import Cidrs, ServiceTag, Sources
-from ssh_gateway.core.names import COMPONENT_TYPE, Role, child_name, ssh_alias
-from ssh_gateway.core.targets import ClusterIpTarget, NodePortTarget, ServiceSpec, StaticTarget, Target
+from ssh_gateway.core.firewall import Sources, source_fields
+from ssh_gateway.core.names import COMPONENT_TYPE, CONNECT_INSTANCE_TYPE, Role, child_name, ssh_alias
+from ssh_gateway.core.targets import (
+    SKIP_AWAIT_ANNOTATIONS,
+    ClusterIpTarget,
+    NodePortTarget,
+    ServiceSpec,
+    StaticTarget,
+    Target,
+)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -86,7 +93,10 @@ class SshInstance(pulumi.ComponentResource):
     pangolin_resource_id: pulumi.Output[int]
 
     def __init__(self, name: str, args: SshInstanceArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__(COMPONENT_TYPE, name, None, opts)
+        # The alias lets an instance switch from routing connect to port: its Service keeps its URN (and is
+        # updated, not created beside the old one under the same Kubernetes name).
+        alias = pulumi.ResourceOptions(aliases=[pulumi.Alias(type_=CONNECT_INSTANCE_TYPE)])
+        super().__init__(COMPONENT_TYPE, name, None, pulumi.ResourceOptions.merge(opts, alias))
         child = pulumi.ResourceOptions(parent=self)
 
         target_ip, target_port = self._create_target(name, args, child)
@@ -151,7 +161,7 @@ class SshInstance(pulumi.ComponentResource):
                 name=spec.name,
                 namespace=spec.namespace,
                 labels={"app.kubernetes.io/managed-by": "ssh-gateway", "ssh-gateway/instance": instance},
-                annotations=_SKIP_AWAIT if spec.skip_await else None,
+                annotations=SKIP_AWAIT_ANNOTATIONS if spec.skip_await else None,
             ),
             spec=k8s.core.v1.ServiceSpecArgs(
                 type="NodePort" if isinstance(target, NodePortTarget) else "ClusterIP",
@@ -172,7 +182,7 @@ class SshInstance(pulumi.ComponentResource):
         # delete and re-add the standalone ones (pulumi-azure-native#3359).
         # It depends on the Pangolin resource so the port opens only once something is bound behind it,
         # and closes (destroy runs in reverse) before the binding goes away.
-        single, several = _source_fields(fw.sources)
+        single, several = source_fields(fw.sources)
         azure_native.network.SecurityRule(
             child_name(name, Role.NSG_RULE),
             resource_group_name=fw.resource_group,
@@ -190,25 +200,6 @@ class SshInstance(pulumi.ComponentResource):
             destination_port_range=pulumi.Output.from_input(args.public_port).apply(str),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[pangolin_resource]),
         )
-
-
-# For a cluster without controllers (the tests' kube-apiserver): no controller gives the Service endpoints, so
-# pulumi-kubernetes would wait its full 10 minutes for them on create; and its default foreground delete
-# leaves a `foregroundDeletion` finalizer that only the garbage collector removes, while skipAwait does not
-# cover a Service's delete (provider pkg/metadata/overrides.go, allowsSkipAwaitWithDelete). A background
-# delete removes the Service at once.
-_SKIP_AWAIT = {"pulumi.com/skipAwait": "true", "pulumi.com/deletionPropagationPolicy": "background"}
-
-
-def _source_fields(sources: Sources) -> tuple[str | None, list[str] | None]:
-    """Azure's `sourceAddressPrefix` and `sourceAddressPrefixes`: a service tag goes only in the singular field."""
-    match sources:
-        case ServiceTag(tag):
-            return tag, None
-        case Cidrs((only,)):
-            return only, None
-        case Cidrs(networks):
-            return None, list(networks)
 
 
 def _assigned_node_port(spec: Any) -> int:

@@ -63,6 +63,7 @@ from .names import service_name
 
 __all__ = [
     "CONNECT_UPGRADE",
+    "ENVOY_FILTER_API",
     "GATEWAY_FILTER_NAME",
     "HCM_FILTER",
     "HCM_TYPE",

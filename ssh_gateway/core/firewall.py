@@ -31,6 +31,7 @@ __all__ = [
     "opens_to_world",
     "parse_cidr",
     "parse_sources",
+    "source_fields",
 ]
 
 PRIORITY_BASE_KEY: Final = "ssh-gateway:firewall.priorityBase"
@@ -146,3 +147,14 @@ def connect_priority(port_range: PortRange, base: int = DEFAULT_PRIORITY_BASE) -
         f"{AZURE_PRIORITY_MAX}; leave one free next to them: narrow {_RANGE_KEY} by a port and raise "
         f"{PRIORITY_BASE_KEY} to at least {AZURE_PRIORITY_MIN + 1}"
     )
+
+
+def source_fields(sources: Sources) -> tuple[str | None, list[str] | None]:
+    """Azure's `sourceAddressPrefix` and `sourceAddressPrefixes`: a service tag goes only in the singular field."""
+    match sources:
+        case ServiceTag(tag):
+            return tag, None
+        case Cidrs((only,)):
+            return only, None
+        case Cidrs(networks):
+            return None, list(networks)

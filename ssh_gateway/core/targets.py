@@ -4,10 +4,27 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Final
 
 from .names import service_name
 
-__all__ = ["ClusterIpTarget", "NodePortTarget", "ServiceSpec", "StaticTarget", "Target", "service_spec"]
+__all__ = [
+    "SKIP_AWAIT_ANNOTATIONS",
+    "ClusterIpTarget",
+    "NodePortTarget",
+    "ServiceSpec",
+    "StaticTarget",
+    "Target",
+    "service_spec",
+]
+
+# For a cluster without controllers (the tests' kube-apiserver): no controller gives the Service endpoints, so
+# pulumi-kubernetes would wait its full 10 minutes for them on create; and its default foreground delete
+# leaves a `foregroundDeletion` finalizer that only the garbage collector removes, while skipAwait does not
+# cover a Service's delete (provider pkg/metadata/overrides.go, allowsSkipAwaitWithDelete). A background
+# delete removes the Service at once.
+SKIP_AWAIT_ANNOTATIONS: Final = {"pulumi.com/skipAwait": "true", "pulumi.com/deletionPropagationPolicy": "background"}
+"""pulumi-kubernetes annotations for objects on a control-plane-only cluster (`ServiceSpec.skip_await`)."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -32,7 +32,7 @@ from pulumi import automation as auto
 
 from pangolin_emulator.harness import DetachedEmulator, EmulatorError
 from ssh_gateway.core.credentials import find_api_key
-from ssh_gateway.core.settings import Settings, SettingsError, decode_config, parse_settings
+from ssh_gateway.core.settings import ConnectModeInstance, Settings, SettingsError, decode_config, parse_settings
 from ssh_gateway.core.targets import StaticTarget
 from ssh_gateway.ops.automation import open_stack
 from ssh_gateway.ops.doctor import diagnose, endpoints_from_outputs
@@ -118,7 +118,7 @@ def _machine(settings: Settings, api_key: str, state: Path, authorized_keys: lis
     emulator = DetachedEmulator(
         state / "pangolin", url=settings.pangolin.url, org_id=settings.pangolin.org_id, api_key=api_key
     )
-    targets = [settings.target_of(i) for i in settings.instances]
+    targets = [settings.target_of(i) for i in settings.instances if not isinstance(i, ConnectModeInstance)]
     static = sorted({(t.host, t.port) for t in targets if isinstance(t, StaticTarget)})
     if len(static) != len({(t.host, t.port) if isinstance(t, StaticTarget) else t for t in targets}):
         raise SystemExit("demo: every instance of the stack must have target: static (a local sshd)")

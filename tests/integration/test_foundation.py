@@ -34,6 +34,7 @@ def test_preview_up_noop_destroy(emulator: EmulatorHandle, make_stack: StackFact
     assert port == 40000
     assert outputs["endpoints"]["gpu-k8s"] == {
         "pangolinResourceId": emulator.state()["resources"][0]["resourceId"],
+        "routing": "port",
         "host": "ssh-gpu-k8s.example.test",
         "port": 40000,
         "user": "dev",

@@ -97,6 +97,7 @@ def test_each_instance_gets_service_pangolin_resource_and_nsg_rule(mocks: Record
     assert not mocks.of_type("azure-native:network:NetworkSecurityGroup")  # never inline rules
 
     assert out["endpoints"]["gpu-01"] == {
+        "routing": "port",
         "pangolinResourceId": 7,
         "host": "ssh-gpu-01.example.com",
         "port": 40001,

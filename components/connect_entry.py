@@ -1,0 +1,121 @@
+"""`ConnectEntry`: the stack's one CONNECT entry, through which every connect-mode instance is reached.
+
+Children: the gateway EnvoyFilter that turns CONNECT (and, if asked, HTTP/1.0) on in the ingress gateway's
+listener (`ssh_gateway.core.connect.gateway_connect_filter`; none when there is nothing to turn on), and the
+public way in. Through Pangolin: one raw TCP resource on the CONNECT port whose target is the gateway's Service,
+and one NSG rule for that port. Directly (the gateway's own LoadBalancer): nothing, only the address.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_azure_native as azure_native
+import pulumi_kubernetes as k8s
+
+from providers.pangolin import PangolinTcpResource, PangolinTcpResourceArgs
+from ssh_gateway.core.connect import ENVOY_FILTER_API, ConnectGateway, Entry, PangolinEntry, gateway_connect_filter
+from ssh_gateway.core.firewall import source_fields
+from ssh_gateway.core.names import CONNECT_ENTRY_TYPE, CONNECT_RULE_NAME, Role, child_name
+from ssh_gateway.core.targets import SKIP_AWAIT_ANNOTATIONS
+
+from .ssh_instance import FirewallRuleArgs, PangolinTargetArgs
+
+__all__ = ["ConnectEntry", "ConnectEntryArgs"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConnectEntryArgs:
+    """The gateway that terminates CONNECT and how the public reaches it."""
+
+    gateway: ConnectGateway
+    """The Istio ingress gateway (its pods' labels, listener port, namespace, CONNECT and HTTP/1.0 options)."""
+    entry: Entry
+    """Through Pangolin (a resource to create) or directly (an address to publish)."""
+    pangolin: PangolinTargetArgs
+    """The Pangolin resource's API, org, site and name (used when `entry` goes through Pangolin)."""
+    firewall: FirewallRuleArgs | None = None
+    """The CONNECT port's NSG rule (through Pangolin only); None when the stack has no firewall layer."""
+    skip_await: bool = False
+    """Only for control-plane-only clusters (tests): the pulumi-kubernetes await annotations."""
+
+
+class ConnectEntry(pulumi.ComponentResource):
+    """The CONNECT port: the gateway's CONNECT filter, and the Pangolin resource and NSG rule in front of it."""
+
+    host: pulumi.Output[str]
+    """The public name clients send CONNECT to."""
+    port: pulumi.Output[int]
+    """The public CONNECT port."""
+    pangolin_resource_id: pulumi.Output[int | None]
+    """The Pangolin resource of the port (None when the gateway is reached directly)."""
+
+    def __init__(self, name: str, args: ConnectEntryArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(CONNECT_ENTRY_TYPE, name, None, opts)
+        self._create_gateway_filter(name, args)
+        resource_id: pulumi.Input[int | None] = None
+        entry = args.entry
+        if isinstance(entry, PangolinEntry):
+            pangolin_resource = PangolinTcpResource(
+                child_name(name, Role.PANGOLIN),
+                PangolinTcpResourceArgs(
+                    api_url=args.pangolin.api_url,
+                    org_id=args.pangolin.org_id,
+                    site_id=args.pangolin.site_id,
+                    name=args.pangolin.resource_name,
+                    proxy_port=entry.port,
+                    target_ip=entry.target_host,
+                    target_port=entry.target_port,
+                    adopt_resource_id=args.pangolin.leftover_id,
+                ),
+                pulumi.ResourceOptions(parent=self),
+            )
+            resource_id = pangolin_resource.resource_id
+            if args.firewall is not None:
+                self._create_firewall_rule(name, entry, args.firewall, pangolin_resource)
+        self.host = pulumi.Output.from_input(entry.host)
+        self.port = pulumi.Output.from_input(entry.port)
+        self.pangolin_resource_id = pulumi.Output.from_input(resource_id)
+        self.register_outputs({"host": self.host, "port": self.port, "pangolin_resource_id": self.pangolin_resource_id})
+
+    def _create_gateway_filter(self, name: str, args: ConnectEntryArgs) -> None:
+        manifest = gateway_connect_filter(args.gateway)
+        if manifest is None:  # CONNECT already on (enableConnect: false) and no HTTP/1.0 to turn on
+            return
+        k8s.apiextensions.CustomResource(
+            child_name(name, Role.GATEWAY_FILTER),
+            api_version=ENVOY_FILTER_API,
+            kind="EnvoyFilter",
+            metadata=k8s.meta.v1.ObjectMetaArgs(
+                name=manifest["metadata"]["name"],
+                namespace=manifest["metadata"]["namespace"],
+                labels=manifest["metadata"]["labels"],
+                annotations=SKIP_AWAIT_ANNOTATIONS if args.skip_await else None,
+            ),
+            spec=manifest["spec"],
+            opts=pulumi.ResourceOptions(parent=self),
+        )
+
+    def _create_firewall_rule(
+        self, name: str, entry: PangolinEntry, fw: FirewallRuleArgs, pangolin_resource: PangolinTcpResource
+    ) -> None:
+        # Like an instance's rule: standalone (pulumi-azure-native#3359), opened only once Pangolin binds the port.
+        single, several = source_fields(fw.sources)
+        azure_native.network.SecurityRule(
+            child_name(name, Role.NSG_RULE),
+            resource_group_name=fw.resource_group,
+            network_security_group_name=fw.nsg_name,
+            security_rule_name=CONNECT_RULE_NAME,
+            description="ssh-gateway: public ssh over HTTP CONNECT to every connect-mode instance",
+            direction="Inbound",
+            access="Allow",
+            protocol="Tcp",
+            priority=fw.priority,
+            source_port_range="*",
+            source_address_prefix=single,
+            source_address_prefixes=several,
+            destination_address_prefix="*",
+            destination_port_range=str(entry.port),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[pangolin_resource]),
+        )

@@ -1,0 +1,141 @@
+"""`ConnectSshInstance`: one instance with routing `connect`, reached through the stack's CONNECT entry.
+
+Children: the ClusterIP Service `ssh-<instance>` in front of the pod's sshd, and the EnvoyFilter that adds the
+instance's virtual host (CONNECT to its authority -> the Service's port 22) to the gateway's route configuration
+(`ssh_gateway.core.connect.instance_route_filter`). No public port, no Pangolin resource, no NSG rule: those
+are the stack's one `ConnectEntry`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from ssh_gateway.core.connect import (
+    ENVOY_FILTER_API,
+    SSH_PORT,
+    ConnectGateway,
+    ConnectInstance,
+    Entry,
+    connect_ssh_config,
+    instance_route_filter,
+    proxytunnel_command,
+)
+from ssh_gateway.core.names import COMPONENT_TYPE, CONNECT_INSTANCE_TYPE, Role, child_name, ssh_alias
+from ssh_gateway.core.targets import SKIP_AWAIT_ANNOTATIONS, ServiceSpec
+
+__all__ = ["ConnectSshInstance", "ConnectSshInstanceArgs"]
+
+SERVICE_PORT_NAME = "tcp-ssh"
+"""The Service port's name: the `tcp-` prefix is Istio's protocol selection, so istiod treats the port as opaque TCP
+(what the CONNECT tunnel carries), never as HTTP."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ConnectSshInstanceArgs:
+    """One connect-mode instance: its Service, the gateway that routes to it, and how the public gets there."""
+
+    instance: str
+    """The instance's name (a DNS label)."""
+    user: str
+    """The login user."""
+    service: ServiceSpec
+    """The ClusterIP Service `ssh-<instance>` in front of the pod's sshd."""
+    route: ConnectInstance
+    """The instance as the gateway routes to it (its authority)."""
+    gateway: ConnectGateway
+    """The ingress gateway whose route configuration gets the instance's virtual host."""
+    entry: Entry
+    """The stack's public CONNECT entry (host and port for the ProxyCommand)."""
+    server_alive_interval: int
+    """ssh's keepalive, so an idle session outlives the gateway's stream idle timeout."""
+    host_key: str | None = None
+    """The instance's pinned public host key, for a known_hosts line under its HostKeyAlias."""
+
+
+class ConnectSshInstance(pulumi.ComponentResource):
+    """An instance reachable with `ssh ssh-<instance>` through the CONNECT entry: Service and EnvoyFilter."""
+
+    authority: pulumi.Output[str]
+    """`ssh-<instance>.<namespace>.svc.<domain>`: the ssh HostName, sent as the CONNECT authority."""
+    user: pulumi.Output[str]
+    ssh_command: pulumi.Output[str]
+    ssh_config: pulumi.Output[str]
+    """An OpenSSH `Host` block for this instance alone."""
+    known_hosts: pulumi.Output[str]
+    """A `ssh-<instance> key` line (the HostKeyAlias) when a host key is pinned, else empty."""
+
+    def __init__(self, name: str, args: ConnectSshInstanceArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        # The alias lets an instance switch from routing port to connect: its Service keeps its URN (updated in
+        # place, not created beside the old one under the same Kubernetes name while that still exists).
+        alias = pulumi.ResourceOptions(aliases=[pulumi.Alias(type_=COMPONENT_TYPE)])
+        super().__init__(CONNECT_INSTANCE_TYPE, name, None, pulumi.ResourceOptions.merge(opts, alias))
+        service = self._create_service(name, args)
+        manifest = instance_route_filter(args.gateway, args.route)
+        # After the Service: the route sends traffic only where something can answer (else 503), and destroy
+        # removes the route before the Service.
+        k8s.apiextensions.CustomResource(
+            child_name(name, Role.ROUTE),
+            api_version=ENVOY_FILTER_API,
+            kind="EnvoyFilter",
+            metadata=k8s.meta.v1.ObjectMetaArgs(
+                name=manifest["metadata"]["name"],
+                namespace=manifest["metadata"]["namespace"],
+                labels=manifest["metadata"]["labels"],
+                annotations=SKIP_AWAIT_ANNOTATIONS if args.service.skip_await else None,
+            ),
+            spec=manifest["spec"],
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[service]),
+        )
+
+        alias_name = ssh_alias(args.instance)
+        authority = args.route.authority
+        proxy = proxytunnel_command(args.entry.host, args.entry.port)
+        self.authority = pulumi.Output.from_input(authority)
+        self.user = pulumi.Output.from_input(args.user)
+        self.ssh_command = pulumi.Output.from_input(
+            f'ssh -o "ProxyCommand={proxy}" -o HostKeyAlias={alias_name} {args.user}@{authority}'
+        )
+        self.ssh_config = pulumi.Output.from_input(
+            connect_ssh_config(
+                alias=alias_name,
+                authority=authority,
+                user=args.user,
+                entry=args.entry,
+                server_alive_interval=args.server_alive_interval,
+            )
+        )
+        self.known_hosts = pulumi.Output.from_input(f"{alias_name} {args.host_key}" if args.host_key else "")
+        self.register_outputs(
+            {
+                "authority": self.authority,
+                "user": self.user,
+                "ssh_command": self.ssh_command,
+                "ssh_config": self.ssh_config,
+                "known_hosts": self.known_hosts,
+            }
+        )
+
+    def _create_service(self, name: str, args: ConnectSshInstanceArgs) -> k8s.core.v1.Service:
+        spec = args.service
+        return k8s.core.v1.Service(
+            child_name(name, Role.SERVICE),
+            metadata=k8s.meta.v1.ObjectMetaArgs(
+                name=spec.name,
+                namespace=spec.namespace,
+                labels={"app.kubernetes.io/managed-by": "ssh-gateway", "ssh-gateway/instance": args.instance},
+                annotations=SKIP_AWAIT_ANNOTATIONS if spec.skip_await else None,
+            ),
+            spec=k8s.core.v1.ServiceSpecArgs(
+                type="ClusterIP",
+                selector=dict(spec.selector),
+                ports=[
+                    k8s.core.v1.ServicePortArgs(
+                        name=SERVICE_PORT_NAME, protocol="TCP", port=SSH_PORT, target_port=spec.pod_port
+                    )
+                ],
+            ),
+            opts=pulumi.ResourceOptions(parent=self),
+        )

@@ -1,0 +1,220 @@
+"""CONNECT routing under Pulumi mocks: what connect-mode instances and the stack's CONNECT entry register and
+export, next to port-mode instances, and what 100 instances cost in each mode."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+import pytest
+
+from components.program import check_connect_port
+from ssh_gateway.core.names import (
+    ALLOCATION_TYPE,
+    CONNECT_ENTRY_TYPE,
+    CONNECT_INSTANCE_TYPE,
+    ENVOY_FILTER_TYPE,
+    NSG_RULE_TYPE,
+    PANGOLIN_TYPE,
+    SERVICE_TYPE,
+)
+from ssh_gateway.core.org import Binding, OrgView
+
+from .conftest import RecordingMocks
+from .test_program import run_program, settings
+
+pytestmark = pytest.mark.unit
+
+CONNECT: dict[str, Any] = {
+    "gateway": {"namespace": "istio-system", "selector": {"istio": "ingressgateway"}, "listenerPort": 8080},
+    "serverAliveInterval": 30,
+    "public": {"via": "pangolin", "port": 40443},
+}
+FIREWALL: dict[str, Any] = {
+    "resourceGroup": "rg-gw",
+    "nsgName": "nsg-gw",
+    "sourceCidrs": ["203.0.113.0/24"],
+    "priorityBase": 1000,
+}
+MIXED: list[dict[str, Any]] = [
+    {"name": "gpu-01", "user": "alice"},
+    {"name": "gpu-c1", "routing": "connect", "user": "carol", "podPort": 2222},
+    {"name": "gpu-c2", "routing": "connect", "selector": {"app": "c2", "tier": "gpu"}},
+]
+
+
+def connect_settings(**overrides: Any) -> Any:
+    values: dict[str, Any] = {"connect": CONNECT, "instances": MIXED, "firewall": FIREWALL}
+    values.update(overrides)
+    return settings(**values)
+
+
+def by_name(mocks: RecordingMocks, typ: str) -> dict[str, pulumi.runtime.MockResourceArgs]:
+    return {r.name: r for r in mocks.of_type(typ)}
+
+
+def test_connect_instances_get_a_service_and_a_route_and_nothing_public(mocks: RecordingMocks) -> None:
+    out = run_program(connect_settings())
+    assert out["allocations"] == {"gpu-01": 40001}  # connect-mode instances hold no port
+    services = {r.inputs["metadata"]["name"]: r.inputs for r in mocks.of_type(SERVICE_TYPE)}
+    assert set(services) == {"ssh-gpu-01", "ssh-gpu-c1", "ssh-gpu-c2"}
+    c1 = services["ssh-gpu-c1"]
+    assert c1["metadata"]["namespace"] == "gpu" and c1["spec"]["type"] == "ClusterIP"
+    assert c1["spec"]["ports"] == [{"name": "tcp-ssh", "protocol": "TCP", "port": 22, "targetPort": 2222}]
+    assert c1["spec"]["selector"] == {"app": "gpu-c1"}
+    assert services["ssh-gpu-c2"]["spec"]["selector"] == {"app": "c2", "tier": "gpu"}
+
+    routes = {r.name: r for r in mocks.of_type(ENVOY_FILTER_TYPE) if r.name.endswith("-route")}
+    assert set(routes) == {"gpu-c1-route", "gpu-c2-route"}
+    route = routes["gpu-c1-route"].inputs
+    assert (route["apiVersion"], route["kind"]) == ("networking.istio.io/v1alpha3", "EnvoyFilter")
+    assert route["metadata"]["name"] == "ssh-gpu-c1.gpu.connect"
+    assert route["metadata"]["namespace"] == "istio-system"  # next to the gateway pods it selects
+    [patch] = route["spec"]["configPatches"]
+    assert (patch["applyTo"], patch["patch"]["operation"]) == ("VIRTUAL_HOST", "ADD")
+    assert patch["match"]["routeConfiguration"]["portNumber"] == 8080
+    virtual_host = patch["patch"]["value"]
+    assert virtual_host["domains"] == ["ssh-gpu-c1.gpu.svc.cluster.local", "ssh-gpu-c1.gpu.svc.cluster.local:22"]
+    # Envoy's own field names reach the API server as written (no camelCase translation of a CR's spec).
+    assert virtual_host["routes"][0]["route"]["upgrade_configs"] == [{"upgrade_type": "CONNECT", "connect_config": {}}]
+    assert route["spec"]["workloadSelector"] == {"labels": {"istio": "ingressgateway"}}
+
+    # Per instance, only the port-mode one has a Pangolin resource and an NSG rule; plus the entry's one each.
+    pangolin = {r.inputs["name"] for r in mocks.of_type(PANGOLIN_TYPE)}
+    assert pangolin == {"ssh-gateway/unit/gpu-01", "ssh-gateway/unit/@connect"}
+    rules = {r.inputs["securityRuleName"] for r in mocks.of_type(NSG_RULE_TYPE)}
+    assert rules == {"ssh-gateway-gpu-01", "ssh-gateway.connect"}
+    children = sorted(r.name for r in mocks.registered if r.name.startswith("gpu-c1"))
+    assert children == ["gpu-c1", "gpu-c1-route", "gpu-c1-service"]
+    assert [r.name for r in mocks.of_type(CONNECT_INSTANCE_TYPE)] == ["gpu-c1", "gpu-c2"]
+
+
+def test_the_stack_entry_is_one_filter_one_pangolin_resource_one_rule(mocks: RecordingMocks) -> None:
+    run_program(connect_settings())
+    [entry] = mocks.of_type(CONNECT_ENTRY_TYPE)
+    assert entry.name == "connect"
+    [gateway_filter] = [r for r in mocks.of_type(ENVOY_FILTER_TYPE) if r.name == "connect-gateway-filter"]
+    assert gateway_filter.inputs["metadata"]["name"] == "ssh-gateway-connect"
+    [patch] = gateway_filter.inputs["spec"]["configPatches"]
+    assert (patch["applyTo"], patch["patch"]["operation"]) == ("NETWORK_FILTER", "MERGE")
+    typed = patch["patch"]["value"]["typed_config"]
+    assert typed["upgrade_configs"] == [{"upgrade_type": "CONNECT"}] and "http_protocol_options" not in typed
+
+    pangolin = by_name(mocks, PANGOLIN_TYPE)["connect-pangolin"].inputs
+    assert (pangolin["proxyPort"], pangolin["targetIp"], pangolin["targetPort"], pangolin["siteId"]) == (
+        40443,
+        "istio-ingressgateway.istio-system.svc.cluster.local",
+        80,
+        3,
+    )
+    rule = by_name(mocks, NSG_RULE_TYPE)["connect-nsg-rule"].inputs
+    assert rule["destinationPortRange"] == "40443"
+    assert rule["sourceAddressPrefix"] == "203.0.113.0/24"
+    # Just below the per-port block 1000-1099: it can never be an instance's priority.
+    assert rule["priority"] == 999
+    instance_priorities = {r.inputs["priority"] for r in mocks.of_type(NSG_RULE_TYPE)} - {999}
+    assert instance_priorities == {1001}
+
+
+def test_outputs_say_the_routing_and_give_the_connect_ssh_config(mocks: RecordingMocks) -> None:
+    key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIAi5LozFLqWuY6k4TyD1C+Oys0CW2N2WqpjyAxjMsw+d"
+    instances = [*MIXED[:2], {**MIXED[2], "hostKey": key}]
+    out = run_program(connect_settings(instances=instances))
+    assert out["endpoints"]["gpu-01"]["routing"] == "port"
+    assert out["endpoints"]["gpu-c1"] == {
+        "routing": "connect",
+        "host": "ssh-connect.example.com",
+        "port": 40443,
+        "authority": "ssh-gpu-c1.gpu.svc.cluster.local",
+        "user": "carol",
+        "ssh": 'ssh -o "ProxyCommand=proxytunnel -q -p ssh-connect.example.com:40443 -d %h:%p" '
+        "-o HostKeyAlias=ssh-gpu-c1 carol@ssh-gpu-c1.gpu.svc.cluster.local",
+        "pangolinResourceId": 7,
+    }
+    assert list(out["endpoints"]) == ["gpu-01", "gpu-c1", "gpu-c2"]  # the settings' order
+    assert (
+        "Host ssh-gpu-c1\n"
+        "    HostName ssh-gpu-c1.gpu.svc.cluster.local\n"
+        "    Port 22\n"
+        "    User carol\n"
+        "    HostKeyAlias ssh-gpu-c1\n"
+        "    ProxyCommand proxytunnel -q -p ssh-connect.example.com:40443 -d %h:%p\n"
+        "    ServerAliveInterval 30\n"
+    ) in out["sshConfig"]
+    assert out["sshConfig"].count("Host ") == 3 and "*" not in out["sshConfig"].replace("%h:%p", "")
+    # ssh looks a host key up under the HostKeyAlias, so that is the known_hosts name of a connect instance.
+    assert out["knownHosts"] == f"ssh-gpu-c2 {key}"
+
+    # One published port and one entry point for every connect-mode instance, beside the port-mode range.
+    gateway = out["gateway"]
+    assert gateway["gerbilConnectPort"] == "40443:40443/tcp"
+    assert gateway["traefikEntryPoints"]["tcp-40443"] == {"address": ":40443/tcp"}
+    assert len(gateway["traefikEntryPoints"]) == 101
+    assert out["connect"] == {
+        "via": "pangolin",
+        "host": "ssh-connect.example.com",
+        "port": 40443,
+        "pangolinResourceId": 7,
+        "acceptHttp10": False,
+        "serverAliveInterval": 30,
+        "gateway": {
+            "namespace": "istio-system",
+            "selector": {"istio": "ingressgateway"},
+            "listenerPort": 8080,
+            "service": "istio-ingressgateway",
+            "servicePort": 80,
+        },
+    }
+
+
+def test_direct_entry_creates_nothing_public(mocks: RecordingMocks) -> None:
+    direct = {**CONNECT, "public": {"via": "direct", "host": "gw.example.com", "port": 443}}
+    out = run_program(connect_settings(connect=direct, instances=MIXED[1:]))
+    assert not mocks.of_type(PANGOLIN_TYPE) and not mocks.of_type(NSG_RULE_TYPE)
+    assert "ProxyCommand proxytunnel -q -p gw.example.com:443 -d %h:%p" in out["sshConfig"]
+    assert out["endpoints"]["gpu-c1"]["pangolinResourceId"] is None
+    # No port-mode instance: the range is not published, and a direct entry is the LoadBalancer's, not Gerbil's.
+    assert out["gateway"] == {"traefikEntryPoints": {}}
+    assert out["allocations"] == {}
+    assert len(mocks.of_type(ALLOCATION_TYPE)) == 1
+
+
+def test_options_shape_the_gateway_filter(mocks: RecordingMocks) -> None:
+    run_program(connect_settings(connect={**CONNECT, "enableConnect": False}))
+    assert [r.name for r in mocks.of_type(ENVOY_FILTER_TYPE)] == ["gpu-c1-route", "gpu-c2-route"]  # nothing to turn on
+
+
+def test_http10_is_turned_on_in_the_gateway_filter(mocks: RecordingMocks) -> None:
+    run_program(connect_settings(connect={**CONNECT, "acceptHttp10": True}))
+    [gateway_filter] = [r for r in mocks.of_type(ENVOY_FILTER_TYPE) if r.name == "connect-gateway-filter"]
+    typed = gateway_filter.inputs["spec"]["configPatches"][0]["patch"]["value"]["typed_config"]
+    assert typed["http_protocol_options"] == {"accept_http_10": True}
+
+
+def test_a_connect_port_bound_by_someone_else_is_refused() -> None:
+    stack_settings = connect_settings()
+    ours = OrgView((Binding(port=40443, resource_id=5, name="ssh-gateway/unit/@connect", protocol="tcp"),))
+    check_connect_port(stack_settings, ours, project="ssh-gateway", stack="unit")  # a leftover of ours: adopted
+    theirs = OrgView((Binding(port=40443, resource_id=9, name="team-b/postgres", protocol="tcp"),))
+    with pytest.raises(pulumi.RunError, match=r"connect.public.port 40443 is already bound by Pangolin resource 9"):
+        check_connect_port(stack_settings, theirs, project="ssh-gateway", stack="unit")
+
+
+def hundred(routing: str) -> list[dict[str, Any]]:
+    return [{"name": f"gpu-{n:03}", "routing": routing} for n in range(100)]
+
+
+@pytest.mark.parametrize(("routing", "expected"), [("port", (100, 100, 100)), ("connect", (1, 1, 1))])
+def test_what_100_instances_cost_in_each_mode(
+    mocks: RecordingMocks, routing: str, expected: tuple[int, int, int]
+) -> None:
+    """Public ports (Pangolin resources, each on its own port), NSG rules and Traefik entry points, read from
+    what the program registers and exports: a port stack, and a connect stack."""
+    connect = CONNECT if routing == "connect" else None
+    out = run_program(connect_settings(ports={"range": "40000-40099"}, instances=hundred(routing), connect=connect))
+    public_ports = {r.inputs["proxyPort"] for r in mocks.of_type(PANGOLIN_TYPE)}
+    rules = mocks.of_type(NSG_RULE_TYPE)
+    entry_points = out["gateway"]["traefikEntryPoints"]
+    counts = (len(public_ports), len(rules), len(entry_points))
+    assert counts == expected, counts
+    assert len(mocks.of_type(PANGOLIN_TYPE)) == len(public_ports)

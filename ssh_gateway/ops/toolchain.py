@@ -47,6 +47,16 @@ def toolchain_binary(key: str) -> Path:
     return Path(path)
 
 
+def toolchain_file(key: str) -> Path:
+    """A file the bootstrap fetched, by its .toolchain.env key, e.g. `toolchain_file("SSH_GATEWAY_ISTIO_CRDS")`."""
+    path = _toolchain_settings().get(key)
+    if not path:
+        raise ToolchainMissing(f"{ENV_FILE} has no {key}: run scripts/bootstrap again (it fetches that file)")
+    if not os.path.isfile(path):
+        raise ToolchainMissing(f"{key}={path} is not a file: run scripts/bootstrap again")
+    return Path(path)
+
+
 def pulumi_root() -> Path:
     """The directory whose bin/ holds the pinned pulumi CLI (what the Automation API calls `root`)."""
     first = pulumi_env()["PATH"].split(os.pathsep)[0]

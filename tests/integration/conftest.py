@@ -16,6 +16,7 @@ from pulumi import automation as auto
 
 from pangolin_emulator.harness import EmulatorHandle, running_emulator
 from ssh_gateway.local.control_plane import ControlPlane, ControlPlaneError, start_control_plane, stop_control_plane
+from ssh_gateway.local.istio_crds import install_istio_crds
 from ssh_gateway.ops.automation import open_stack, remove_stack
 from ssh_gateway.ops.toolchain import ToolchainMissing, pulumi_env
 
@@ -114,6 +115,15 @@ def kube_namespace(kube: ControlPlane) -> str:
     name = f"it-{uuid.uuid4().hex[:8]}"
     kube.create_namespace(name)
     return name
+
+
+@pytest.fixture(scope="session")
+def istio_crds(kube: ControlPlane) -> list[str]:
+    """Istio's CRDs (SSH_GATEWAY_ISTIO_CRDS, from istio.io/api) installed and served by the session's API server."""
+    try:
+        return install_istio_crds(kube)
+    except (ToolchainMissing, ControlPlaneError) as exc:
+        pytest.fail(f"cannot install Istio's CRDs: {exc}")
 
 
 def exported_resources(stack: auto.Stack) -> list[dict[str, Any]]:

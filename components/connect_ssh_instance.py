@@ -20,6 +20,7 @@ from ssh_gateway.core.connect import (
     ConnectInstance,
     Entry,
     connect_ssh_config,
+    instance_filter_name,
     instance_route_filter,
     proxytunnel_command,
 )
@@ -60,6 +61,8 @@ class ConnectSshInstance(pulumi.ComponentResource):
 
     authority: pulumi.Output[str]
     """`ssh-<instance>.<namespace>.svc.<domain>`: the ssh HostName, sent as the CONNECT authority."""
+    route: pulumi.Output[str]
+    """Its EnvoyFilter, `<gateway namespace>/<name>`: where to look when the gateway has no route for it."""
     user: pulumi.Output[str]
     ssh_command: pulumi.Output[str]
     ssh_config: pulumi.Output[str]
@@ -94,6 +97,7 @@ class ConnectSshInstance(pulumi.ComponentResource):
         authority = args.route.authority
         proxy = proxytunnel_command(args.entry.host, args.entry.port)
         self.authority = pulumi.Output.from_input(authority)
+        self.route = pulumi.Output.from_input(f"{args.gateway.namespace}/{instance_filter_name(args.route)}")
         self.user = pulumi.Output.from_input(args.user)
         self.ssh_command = pulumi.Output.from_input(
             f'ssh -o "ProxyCommand={proxy}" -o HostKeyAlias={alias_name} {args.user}@{authority}'
@@ -111,6 +115,7 @@ class ConnectSshInstance(pulumi.ComponentResource):
         self.register_outputs(
             {
                 "authority": self.authority,
+                "route": self.route,
                 "user": self.user,
                 "ssh_command": self.ssh_command,
                 "ssh_config": self.ssh_config,

@@ -181,6 +181,7 @@ def _connect_endpoint(inst: ConnectSshInstance, entry: ConnectEntry) -> dict[str
         "host": entry.host,
         "port": entry.port,
         "authority": inst.authority,
+        "route": inst.route,
         "user": inst.user,
         "ssh": inst.ssh_command,
         "pangolinResourceId": entry.pangolin_resource_id,
@@ -274,7 +275,8 @@ def _kubernetes_provider(settings: Settings) -> k8s.Provider | None:
     kube = settings.kubernetes
     return k8s.Provider(
         "kubernetes",
-        render_yaml_to_directory=kube.render_dir,
+        # Relative to the project directory (the program's), whichever directory the provider plugin runs in.
+        render_yaml_to_directory=os.path.abspath(kube.render_dir) if kube.render_dir else None,
         kubeconfig=kube.kubeconfig,
         context=kube.context,
         namespace=kube.namespace,

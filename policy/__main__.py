@@ -54,6 +54,13 @@ def _ports_in_range(args: StackValidationArgs, report_violation: ReportViolation
     _report(rules.ports_outside_range(resources, port_range), report_violation)
 
 
+def _connect_port(args: StackValidationArgs, report_violation: ReportViolation) -> None:
+    resources = [_resource(r) for r in args.resources]
+    port_range = rules.stack_range(pulumi.Config("ssh-gateway").get_object("ports"), resources)
+    _report(rules.connect_port_in_range(resources, port_range), report_violation)
+    _report(rules.connect_port_rule(resources), report_violation)
+
+
 def _ports_held_once(args: StackValidationArgs, report_violation: ReportViolation) -> None:
     _report(rules.shared_ports(_resource(r) for r in args.resources), report_violation)
 
@@ -78,6 +85,12 @@ PolicyPack(
             name="pangolin-port-in-range",
             description="Every Pangolin proxyPort is inside the stack's ssh-gateway:ports.range.",
             validate=_ports_in_range,
+        ),
+        StackValidationPolicy(
+            name="connect-port-outside-range-and-opened",
+            description="The CONNECT entry's Pangolin port is outside ssh-gateway:ports.range and, where the stack "
+            "manages NSG rules, opened by the entry's own rule.",
+            validate=_connect_port,
         ),
         StackValidationPolicy(
             name="port-held-once",

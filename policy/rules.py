@@ -16,11 +16,12 @@ from typing import Any
 from ssh_gateway.core.firewall import opens_to_world
 from ssh_gateway.core.names import (
     ALLOCATION_TYPE,
-    COMPONENT_TYPE,
+    INSTANCE_TYPES,
     NSG_RULE_TYPE,
     NSG_TYPE,
     PANGOLIN_TYPE,
     SERVICE_TYPE,
+    entry_of,
     type_chain,
     urn_name,
 )
@@ -127,9 +128,10 @@ def stack_range(config_ports: Any, resources: Iterable[Resource]) -> PortRange |
 
 
 def ports_outside_range(resources: Iterable[Resource], port_range: PortRange | None) -> list[Violation]:
-    """Every Pangolin `proxyPort` inside the stack's range (the ports Gerbil/Traefik publish and the NSG opens)."""
+    """Every instance's Pangolin `proxyPort` inside the stack's range (the ports Gerbil/Traefik publish and the NSG
+    opens). The CONNECT entry's port is the one that must not be: `connect_port_in_range`."""
     resources = list(resources)
-    pangolin = [r for r in resources if r.type == PANGOLIN_TYPE]
+    pangolin = [r for r in resources if r.type == PANGOLIN_TYPE and not entry_of(r.urn)]
     if not pangolin:
         return []
     if port_range is None:
@@ -146,6 +148,53 @@ def ports_outside_range(resources: Iterable[Resource], port_range: PortRange | N
                     f"outside the stack's range {start}-{end} (ssh-gateway:ports.range). Allowed: a port from "
                     f"{start} to {end}; pin one with the instance's `port`, or widen the range.",
                     resource.urn,
+                )
+            )
+    return found
+
+
+# --- the CONNECT port: outside the range, and opened by its own NSG rule -------------------------------------------
+
+
+def connect_port_in_range(resources: Iterable[Resource], port_range: PortRange | None) -> list[Violation]:
+    """The CONNECT entry's Pangolin `proxyPort` inside the instances' range, where the allocator may hand it out."""
+    if port_range is None:
+        return []
+    found: list[Violation] = []
+    for resource in resources:
+        if resource.type != PANGOLIN_TYPE or not entry_of(resource.urn):
+            continue
+        port = _int(resource.props.get("proxyPort"))
+        if port is not None and port in port_range:
+            found.append(
+                Violation(
+                    f"the CONNECT entry's Pangolin resource {urn_name(resource.urn)!r} has proxyPort {port}, inside "
+                    f"the instances' range {port_range} (ssh-gateway:ports.range), where the allocator hands ports "
+                    "to port-mode instances. Allowed: a port outside the range in ssh-gateway:connect.public.port.",
+                    resource.urn,
+                )
+            )
+    return found
+
+
+def connect_port_rule(resources: Iterable[Resource]) -> list[Violation]:
+    """In a stack that manages NSG rules, the CONNECT entry's Pangolin port is opened by the entry's own rule,
+    for exactly that port (without it every connect-mode instance is unreachable)."""
+    resources = list(resources)
+    rules = [r for r in resources if r.type == NSG_RULE_TYPE]
+    if not rules:
+        return []  # no firewall layer (firewall.enabled: false)
+    found: list[Violation] = []
+    for entry in (r for r in resources if r.type == PANGOLIN_TYPE and entry_of(r.urn)):
+        port = _int(entry.props.get("proxyPort"))
+        opened = {p for rule in rules if entry_of(rule.urn) for p in _nsg_ports(rule.props)}
+        if port is not None and port not in opened:
+            found.append(
+                Violation(
+                    f"the CONNECT entry's Pangolin resource {urn_name(entry.urn)!r} listens on {port}, but no NSG rule "
+                    f"of the entry opens {port} (it opens {sorted(opened) or 'nothing'}): every connect-mode instance "
+                    "would time out. Allowed: the entry's rule for exactly ssh-gateway:connect.public.port.",
+                    entry.urn,
                 )
             )
     return found
@@ -204,8 +253,8 @@ def shared_ports(resources: Iterable[Resource]) -> list[Violation]:
 
 
 def created_by_component(urn: str) -> bool:
-    """Whether an `SshInstance` is among the resource's ancestors."""
-    return COMPONENT_TYPE in type_chain(urn)[:-1]
+    """Whether an instance's component (`SshInstance` or `ConnectSshInstance`) is among the resource's ancestors."""
+    return any(t in INSTANCE_TYPES for t in type_chain(urn)[:-1])
 
 
 def load_balancer_from_component(resource: Resource) -> list[Violation]:

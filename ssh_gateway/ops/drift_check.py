@@ -1,4 +1,4 @@
-"""Drift check: has anyone changed Pangolin, Kubernetes or the NSG by hand?
+"""Drift check: has anyone changed Pangolin, Kubernetes (Services, the CONNECT EnvoyFilters) or the NSG by hand?
 
     scripts/drift-check STACK              # the offline toolchain (scripts/pulumi's environment)
     scripts/drift-check --ambient STACK    # the pulumi on PATH with the environment's backend (CI)
@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from ssh_gateway.core.names import instance_of, urn_name, urn_type
+from ssh_gateway.core.names import entry_of, instance_of, urn_name, urn_type
 
 from .toolchain import REPO, pulumi_env
 
@@ -60,8 +60,15 @@ class Drift:
 
     @property
     def instance(self) -> str | None:
-        """The SshInstance the resource belongs to: the component itself, or one of its children."""
+        """The instance the resource belongs to (either routing): the component itself, or one of its children."""
         return instance_of(self.urn)
+
+    @property
+    def owner(self) -> str:
+        """`, instance <name>` or `, the CONNECT entry` for the report; empty for the stack's own resources."""
+        if self.instance:
+            return f", instance {self.instance}"
+        return ", the CONNECT entry" if entry_of(self.urn) else ""
 
 
 def _inputs(step: Mapping[str, Any], which: str) -> Mapping[str, Any]:
@@ -106,8 +113,7 @@ def report(stack: str, drifts: Sequence[Drift]) -> str:
         f"Drift in stack {stack}: {len(drifts)} resource(s) differ from what the program declares (live → declared):"
     ]
     for drift in drifts:
-        owner = f", instance {drift.instance}" if drift.instance else ""
-        lines.append(f"  - {drift.name} ({drift.type}{owner}): {_WHAT.get(drift.op, drift.op)}")
+        lines.append(f"  - {drift.name} ({drift.type}{drift.owner}): {_WHAT.get(drift.op, drift.op)}")
         lines += [f"      {difference}" for difference in drift.differences]
     lines.append(
         f"Put it back with `pulumi up --refresh --stack {stack}` (without --refresh, up compares with the state, "

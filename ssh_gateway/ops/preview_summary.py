@@ -4,8 +4,10 @@
     python -m ssh_gateway.ops.preview_summary preview.json
     scripts/preview-summary dev            # runs the preview, then renders it
 
-One row per instance the preview touches: added, removed, port changed, target changed, or touched (something of
-it changes, but neither its port nor its target), with its public endpoint and the NSG rules it opens or closes.
+One row per instance the preview touches: added, removed, port changed, target changed, routing changed, or
+touched (something of it changes, but neither its port nor its target), with its public endpoint and the NSG
+rules it opens or closes; a connect-mode instance's row gives its CONNECT authority, and the stack's CONNECT
+entry has a row of its own.
 Then the warnings: the port range nearly exhausted, ports freed, rules open to anyone, and the preview's errors.
 
 It reads the steps (`op`, `urn`, `oldState`/`newState` with `inputs`, `outputs` and `parent`) and the stack's
@@ -25,21 +27,27 @@ from typing import Any, Final
 from ssh_gateway.core.names import (
     ALLOCATION_TYPE,
     COMPONENT_TYPE,
+    CONNECT_ENTRY_TYPE,
+    CONNECT_INSTANCE_TYPE,
+    ENVOY_FILTER_TYPE,
     NSG_RULE_TYPE,
     PANGOLIN_TYPE,
     SERVICE_TYPE,
     STACK_TYPE,
+    entry_of,
     instance_of,
     public_host,
     urn_name,
     urn_type,
 )
 from ssh_gateway.core.ports import PortRange
-from ssh_gateway.core.settings import SettingsError, decode_config, parse_settings
+from ssh_gateway.core.settings import ConnectModeInstance, SettingsError, decode_config, parse_settings
 
 __all__ = ["InstanceChange", "Summary", "render", "summarize"]
 
 
+ENTRY_ROW: Final = "CONNECT entry"
+"""The row of the stack's CONNECT entry (a name no instance can have: instance names are DNS labels)."""
 EXHAUSTION_THRESHOLD: Final = 0.8
 """Warn when at least this share of the range's usable ports is allocated."""
 WORLD: Final = frozenset({"0.0.0.0/0", "::/0", "*", "internet", "any"})
@@ -79,6 +87,8 @@ class InstanceChange:
     """Resources of the instance that are replaced, with the properties that force it."""
     touched: tuple[str, ...] = ()
     """What else changes (resource and property names), for rows whose port and target stay."""
+    routing: str = "port"
+    """`port`, or `connect` for a connect-mode instance (and the CONNECT entry's row)."""
 
 
 @dataclass(frozen=True)
@@ -122,11 +132,17 @@ class _Instance:
     replace_reasons: dict[str, list[str]] = field(default_factory=dict)
 
 
+def _owner(urn: str) -> str | None:
+    """The row a resource belongs to: its instance's, the CONNECT entry's, or none."""
+    name = instance_of(urn)
+    return ENTRY_ROW if name is None and entry_of(urn) else name
+
+
 def _collect(steps: Sequence[Mapping[str, Any]]) -> dict[str, _Instance]:
     instances: dict[str, _Instance] = {}
     for step in steps:
         op = _OPS.get(str(step.get("op")))
-        name = instance_of(str(step.get("urn", "")))
+        name = _owner(str(step.get("urn", "")))
         if op is None or name is None:
             continue
         kind = urn_type(str(step.get("urn", "")))
@@ -203,6 +219,34 @@ class _Endpoints:
     users: Mapping[str, str]
     hosts: Mapping[str, str]
     old: Mapping[str, Any]
+    authorities: Mapping[str, str] = field(default_factory=dict)
+    """Connect-mode instances (by the new config) and their CONNECT authorities."""
+    entry: tuple[str, int] | None = None
+    """The CONNECT entry's public host and port, by the new config."""
+
+    def routing(self, instance: str, ops: Mapping[str, str]) -> str:
+        """`connect` or `port`: by the new config, else by the old outputs, else by the resources' types."""
+        if instance == ENTRY_ROW or instance in self.authorities:
+            return "connect"
+        if instance in self.hosts:
+            return "port"
+        previous = self.old.get(instance)
+        if isinstance(previous, Mapping) and previous.get("routing") in ("port", "connect"):
+            return str(previous["routing"])
+        return "connect" if CONNECT_INSTANCE_TYPE in ops or ENVOY_FILTER_TYPE in ops else "port"
+
+    def connect_endpoint(self, instance: str, authority: str | None) -> str:
+        """`CONNECT <authority> via <host>:<port>`, what a connect-mode instance's ProxyCommand does."""
+        previous = self.old.get(instance)
+        entry = self.entry
+        if entry is None and isinstance(previous, Mapping) and previous.get("host") and previous.get("port"):
+            entry = (str(previous["host"]), int(previous["port"]))
+        authority = self.authorities.get(instance) or authority
+        if authority is None and isinstance(previous, Mapping):
+            authority = previous.get("authority")
+        if authority is None or entry is None:
+            return "unknown"
+        return f"CONNECT {authority} via {entry[0]}:{entry[1]}"
 
     def endpoint(self, instance: str, port: int | None) -> str:
         host = self.hosts.get(instance)
@@ -220,6 +264,8 @@ def _endpoints(preview: Mapping[str, Any], steps: Sequence[Mapping[str, Any]]) -
     old = (_state(_stack_step(steps), "oldState").get("outputs") or {}).get("endpoints") or {}
     users: dict[str, str] = {}
     hosts: dict[str, str] = {}
+    authorities: dict[str, str] = {}
+    entry = None
     config = preview.get("config")
     if isinstance(config, Mapping):
         try:
@@ -229,8 +275,16 @@ def _endpoints(preview: Mapping[str, Any], steps: Sequence[Mapping[str, Any]]) -
         if settings is not None:
             for inst in settings.instances:
                 users[inst.name] = inst.user
-                hosts[inst.name] = public_host(settings.gateway.host_template, inst.name)
-    return _Endpoints(users=users, hosts=hosts, old=old if isinstance(old, Mapping) else {})
+                if isinstance(inst, ConnectModeInstance):
+                    authorities[inst.name] = settings.connect_instance(inst).authority
+                else:
+                    hosts[inst.name] = public_host(settings.gateway.host_template, inst.name)
+            if settings.connect is not None:
+                public = settings.connect_entry()
+                entry = (public.host, public.port)
+    return _Endpoints(
+        users=users, hosts=hosts, old=old if isinstance(old, Mapping) else {}, authorities=authorities, entry=entry
+    )
 
 
 # --- deciding ----------------------------------------------------------------------------------------------------
@@ -290,7 +344,9 @@ def _row(inst: _Instance, alloc: _Allocation, endpoints: _Endpoints) -> Instance
     target_moved = any(k in old_in and k in new_in and old_in[k] != new_in[k] for k in _TARGET_KEYS)
     service_op = inst.ops.get(SERVICE_TYPE)
     target_moved = target_moved or (component is None and service_op is not None)
-    if component == "create":
+    if component != "delete" and inst.ops.get(ENVOY_FILTER_TYPE) == "delete":
+        change = "routing changed (connect → port)"  # its route goes, its Service stays (aliased)
+    elif component == "create":
         change = "added"
     elif component == "delete":
         change = "removed"
@@ -335,6 +391,88 @@ def _row(inst: _Instance, alloc: _Allocation, endpoints: _Endpoints) -> Instance
     )
 
 
+def _domain(step: Mapping[str, Any]) -> str | None:
+    """The first domain of an instance's route (its EnvoyFilter's virtual host): its CONNECT authority."""
+    for which in ("newState", "oldState"):
+        spec = _inputs(step, which).get("spec")
+        patches = spec.get("configPatches") if isinstance(spec, Mapping) else None
+        if isinstance(patches, list) and patches and isinstance(patches[0], Mapping):
+            domains = ((patches[0].get("patch") or {}).get("value") or {}).get("domains")
+            if isinstance(domains, list) and domains:
+                return str(domains[0])
+    return None
+
+
+def _connect_row(inst: _Instance, endpoints: _Endpoints) -> InstanceChange:
+    """A connect-mode instance: no port of its own; its route and Service behind the stack's CONNECT entry."""
+    component = inst.ops.get(CONNECT_INSTANCE_TYPE)
+    if component == "create":
+        change = "added"
+    elif component == "delete":
+        change = "removed"
+    elif inst.ops.get(PANGOLIN_TYPE) == "delete":
+        change = "routing changed (port → connect)"  # its port's resources go, its Service stays (aliased)
+    else:
+        change = "touched"
+    authority = _domain(inst.steps.get(ENVOY_FILTER_TYPE, {}))
+    endpoint = endpoints.connect_endpoint(inst.name, authority)
+    target = f"{endpoints.authorities.get(inst.name) or authority or '?'}:22"
+    touched = tuple(
+        f"{urn_name(str(step.get('urn', '')))}: {', '.join(keys)}"
+        for kind, step in sorted(inst.steps.items())
+        if change == "touched" and kind != CONNECT_INSTANCE_TYPE and (keys := _changed_keys(step))
+    )
+    return InstanceChange(
+        instance=inst.name,
+        change=change,
+        endpoint=endpoint,
+        old_port=None,
+        new_port=None,
+        target=target,
+        firewall=_firewall(inst),  # only when it leaves routing port: its own rule closes
+        touched=touched,
+        routing="connect",
+    )
+
+
+def _entry_row(inst: _Instance) -> InstanceChange:
+    """The stack's CONNECT entry: its Pangolin resource (public port -> gateway) and its NSG rule."""
+    component = inst.ops.get(CONNECT_ENTRY_TYPE)
+    change = {"create": "added", "delete": "removed"}.get(component or "", "touched")
+    pangolin = inst.steps.get(PANGOLIN_TYPE, {})
+    old_in, new_in = _inputs(pangolin, "oldState"), _inputs(pangolin, "newState")
+    old_port, new_port = _int(old_in.get("proxyPort")), _int(new_in.get("proxyPort"))
+    port = old_port if change == "removed" else new_port or old_port
+    old_target, new_target = _target(old_in), _target(new_in)
+    target = f"{old_target} → {new_target}" if old_target and new_target and old_target != new_target else None
+    if old_port and new_port and old_port != new_port:
+        change = "port changed"
+    touched = tuple(
+        f"{urn_name(str(step.get('urn', '')))}: {', '.join(keys)}"
+        for kind, step in sorted(inst.steps.items())
+        if change == "touched" and kind != CONNECT_ENTRY_TYPE and (keys := _changed_keys(step))
+    )
+    return InstanceChange(
+        instance=ENTRY_ROW,
+        change=change,
+        endpoint=f"port {port}" if port else "the gateway's own address",
+        old_port=old_port,
+        new_port=new_port,
+        target=target or new_target or old_target or "the gateway",
+        firewall=_firewall(inst),
+        touched=touched,
+        routing="connect",
+    )
+
+
+def _any_row(inst: _Instance, alloc: _Allocation, endpoints: _Endpoints) -> InstanceChange:
+    if inst.name == ENTRY_ROW:
+        return _entry_row(inst)
+    if endpoints.routing(inst.name, inst.ops) == "connect":
+        return _connect_row(inst, endpoints)
+    return _row(inst, alloc, endpoints)
+
+
 def _warnings(preview: Mapping[str, Any], rows: Sequence[InstanceChange], alloc: _Allocation) -> list[str]:
     warnings = []
     if alloc.port_range is not None:
@@ -375,7 +513,16 @@ def _warnings(preview: Mapping[str, Any], rows: Sequence[InstanceChange], alloc:
     return warnings
 
 
-_ORDER: Final = ("added", "port and target changed", "port changed", "target changed", "touched", "removed")
+_ORDER: Final = (
+    "added",
+    "port and target changed",
+    "port changed",
+    "target changed",
+    "routing changed (port → connect)",
+    "routing changed (connect → port)",
+    "touched",
+    "removed",
+)
 
 
 def summarize(preview: Mapping[str, Any]) -> Summary:
@@ -384,7 +531,7 @@ def summarize(preview: Mapping[str, Any]) -> Summary:
     alloc = _allocation(steps)
     endpoints = _endpoints(preview, steps)
     rows = sorted(
-        (_row(inst, alloc, endpoints) for inst in _collect(steps).values()),
+        (_any_row(inst, alloc, endpoints) for inst in _collect(steps).values()),
         key=lambda r: (_ORDER.index(r.change), r.instance),
     )
     summary = preview.get("changeSummary")
@@ -418,20 +565,22 @@ def render(summary: Summary) -> str:
     """The Markdown comment: a heading, the table, the warnings."""
     counts: dict[str, int] = {}
     for row in summary.rows:
-        counts[row.change] = counts.get(row.change, 0) + 1
+        if row.instance != ENTRY_ROW:
+            counts[row.change] = counts.get(row.change, 0) + 1
     title = f"### ssh-gateway preview: `{summary.stack}`" if summary.stack else "### ssh-gateway preview"
     lines = [title, ""]
     if summary.rows:
-        tally = ", ".join(f"{counts[c]} {c}" for c in _ORDER if c in counts)
+        tally = ", ".join(f"{counts[c]} {c}" for c in _ORDER if c in counts) or "none changes"
         lines += [f"Instances: {tally}.", ""]
-        lines += [
-            "| Instance | Change | Public endpoint | Target | NSG rules |",
-            "| --- | --- | --- | --- | --- |",
-        ]
+        # The routing column only where a stack has connect-mode rows: port-only summaries stay as they were.
+        routed = any(row.routing == "connect" for row in summary.rows)
+        header = ["Instance", *(["Routing"] if routed else []), "Change", "Public endpoint", "Target", "NSG rules"]
+        lines += ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
         for row in summary.rows:
             endpoint = f"~~`{row.endpoint}`~~" if row.change == "removed" else f"`{row.endpoint}`"
             cells = [
                 f"`{row.instance}`",
+                *([row.routing] if routed else []),
                 _change_cell(row),
                 endpoint,
                 row.target,

@@ -40,6 +40,7 @@ from ssh_gateway.local.envoy import (
 )
 from ssh_gateway.local.sshd import KeyPair, LocalSshd, ensure_client_keypair, login_user
 from ssh_gateway.ops.automation import open_stack, remove_stack
+from ssh_gateway.ops.doctor import diagnose, endpoints_from_outputs
 from ssh_gateway.sshkeys import openssh_public_key
 
 from .conftest import StackFactory, stack_config
@@ -256,6 +257,13 @@ def test_ssh_through_pangolin_and_envoy_to_sshd(
                 )
                 assert result.returncode == 0, result.stderr + gateway.log_tail()
                 assert int(result.stdout.split()[3]) == sshd.port
+                # The doctor reads the same outputs: every layer, the CONNECT entry's Pangolin resource included.
+                project = stack.workspace.project_settings().name
+                endpoints = endpoints_from_outputs(outputs, project=project, stack=stack.name)
+                [report] = diagnose(endpoints, api_url=emulator.url, api_key=emulator.api_key, timeout=10)
+                assert {c.layer: c.status for c in report.checks} == {
+                    layer: "ok" for layer in ("dns", "tcp", "connect", "banner", "hostkey", "pangolin")
+                }, report.checks
         finally:
             try:
                 stack.destroy()

@@ -9,6 +9,8 @@ import pytest
 
 from policy.rules import (
     Resource,
+    connect_port_in_range,
+    connect_port_rule,
     created_by_component,
     load_balancer_from_component,
     nsg_open_to_world,
@@ -16,7 +18,15 @@ from policy.rules import (
     shared_ports,
     stack_range,
 )
-from ssh_gateway.core.names import ALLOCATION_TYPE, NSG_RULE_TYPE, NSG_TYPE, PANGOLIN_TYPE, SERVICE_TYPE
+from ssh_gateway.core.names import (
+    ALLOCATION_TYPE,
+    CONNECT_ENTRY_TYPE,
+    CONNECT_INSTANCE_TYPE,
+    NSG_RULE_TYPE,
+    NSG_TYPE,
+    PANGOLIN_TYPE,
+    SERVICE_TYPE,
+)
 from ssh_gateway.core.ports import PortRange
 
 from .conftest import RecordingMocks
@@ -139,3 +149,51 @@ def test_load_balancer_only_matters_inside_the_component() -> None:
     assert "has type LoadBalancer" in load_balancer_from_component(mine)[0].message
     assert load_balancer_from_component(theirs) == []
     assert load_balancer_from_component(Resource(mine.urn, SERVICE_TYPE, {"spec": {"type": "NodePort"}})) == []
+
+
+# --- the CONNECT entry ------------------------------------------------------------------------------------------
+
+
+def entry_child(role: str, typ: str) -> str:
+    return f"{STACK}{CONNECT_ENTRY_TYPE}${typ}::connect-{role}"
+
+
+def entry_pangolin(port: int) -> Resource:
+    return Resource(urn=entry_child("pangolin", PANGOLIN_TYPE), type=PANGOLIN_TYPE, props={"proxyPort": port})
+
+
+def entry_rule(port: int) -> Resource:
+    return Resource(
+        urn=entry_child("nsg-rule", NSG_RULE_TYPE), type=NSG_RULE_TYPE, props={"destinationPortRange": str(port)}
+    )
+
+
+def test_the_connect_port_must_be_outside_the_range_not_inside() -> None:
+    rng = PortRange.parse("40000-40099")
+    outside, inside = entry_pangolin(40443), entry_pangolin(40050)
+    assert ports_outside_range([outside], rng) == []  # the per-instance rule leaves the entry alone
+    assert connect_port_in_range([outside], rng) == []
+    [violation] = connect_port_in_range([inside], rng)
+    assert violation.urn == inside.urn
+    assert "the CONNECT entry's Pangolin resource 'connect-pangolin' has proxyPort 40050, inside" in violation.message
+
+
+def test_the_connect_port_is_opened_by_the_entrys_own_rule() -> None:
+    instance_rule = Resource(
+        urn=child("gpu-01", "nsg-rule", NSG_RULE_TYPE), type=NSG_RULE_TYPE, props={"destinationPortRange": "40443"}
+    )
+    assert connect_port_rule([entry_pangolin(40443)]) == []  # no firewall layer at all
+    assert connect_port_rule([entry_pangolin(40443), entry_rule(40443), instance_rule]) == []
+    [missing] = connect_port_rule([entry_pangolin(40443), instance_rule])  # an instance's rule does not count
+    assert "listens on 40443, but no NSG rule of the entry opens 40443 (it opens nothing)" in missing.message
+    [wrong] = connect_port_rule([entry_pangolin(40443), entry_rule(40444)])
+    assert "(it opens [40444])" in wrong.message
+
+
+def test_the_entrys_port_and_rule_are_one_owner_and_connect_instances_are_components() -> None:
+    entry = f"{STACK}{CONNECT_ENTRY_TYPE}::connect"
+    pangolin, rule = entry_pangolin(40443), entry_rule(40443)
+    owned = [Resource(r.urn, r.type, r.props, parent=entry) for r in (pangolin, rule)]
+    assert shared_ports(owned) == []
+    lb = f"{STACK}{CONNECT_INSTANCE_TYPE}${SERVICE_TYPE}::gpu-c-service"
+    assert created_by_component(lb)

@@ -126,6 +126,7 @@ def test_outputs_say_the_routing_and_give_the_connect_ssh_config(mocks: Recordin
         "host": "ssh-connect.example.com",
         "port": 40443,
         "authority": "ssh-gpu-c1.gpu.svc.cluster.local",
+        "route": "istio-system/ssh-gpu-c1.gpu.connect",
         "user": "carol",
         "ssh": 'ssh -o "ProxyCommand=proxytunnel -q -p ssh-connect.example.com:40443 -d %h:%p" '
         "-o HostKeyAlias=ssh-gpu-c1 carol@ssh-gpu-c1.gpu.svc.cluster.local",

@@ -2,9 +2,11 @@
 
     python -m ssh_gateway.ops.doctor --stack local [--json] [--timeout 3] [--instance NAME ...]
 
-Layers, in order: the public name resolves (dns); the gateway port accepts TCP (tcp); an SSH banner comes
-back (banner); the host key is the pinned one (hostkey); and Pangolin's resource and target exist, are
-enabled and match the stack (pangolin).
+Layers, in order: the public name resolves (dns); the gateway port accepts TCP (tcp); for a connect-mode
+instance, the gateway answers its `CONNECT <authority>:22` with 200 (connect: 404 no route, 503 no Service or
+endpoints, 426 HTTP/1.0 refused); an SSH banner comes back (banner); the host key is the pinned one (hostkey);
+and Pangolin's resource and target exist, are enabled and match the stack (pangolin; a connect-mode
+instance's is the CONNECT entry's).
 """
 
 from .diagnose import diagnose

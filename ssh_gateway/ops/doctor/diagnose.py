@@ -5,6 +5,7 @@ from __future__ import annotations
 from concurrent.futures import Future, ThreadPoolExecutor
 
 from .checks import network_checks
+from .connect import connect_checks
 from .model import Check, Endpoint, InstanceReport
 from .pangolin import check_pangolin
 
@@ -23,7 +24,7 @@ def diagnose(endpoints: list[Endpoint], *, api_url: str, api_key: str | None, ti
         jobs: list[tuple[Endpoint, Future[list[Check]], Future[Check]]] = [
             (
                 ep,
-                pool.submit(network_checks, ep, timeout),
+                pool.submit(connect_checks if ep.routing == "connect" else network_checks, ep, timeout),
                 pool.submit(check_pangolin, ep, api_url, api_key, timeout),
             )
             for ep in endpoints

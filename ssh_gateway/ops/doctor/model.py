@@ -6,15 +6,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ssh_gateway.core.names import pangolin_resource_name
+from ssh_gateway.core.names import connect_resource_name, pangolin_resource_name, ssh_alias
 
 __all__ = ["LAYERS", "Check", "Endpoint", "InstanceReport", "Status", "endpoints_from_outputs", "parse_known_hosts"]
 
 Status = Literal["ok", "fail", "warn", "skip"]
 """ok: passed; fail: this layer is broken; warn: could not be checked; skip: not reached or not applicable."""
 
-LAYERS = ("dns", "tcp", "banner", "hostkey", "pangolin")
-"""The checks, in the order they run: along the path from the client to sshd, then Pangolin's own view."""
+LAYERS = ("dns", "tcp", "connect", "banner", "hostkey", "pangolin")
+"""The checks, in the order they run: along the path from the client to sshd, then Pangolin's own view. The
+`connect` layer (the gateway answers the instance's HTTP CONNECT) is only on connect-mode instances' paths."""
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,22 @@ class Endpoint:
     pinned_key: str | None
     """`ssh-ed25519 AAAA...` from the stack's `knownHosts`, when a host key is pinned."""
     expected_name: str
-    """The Pangolin resource name the stack gives this instance."""
+    """The Pangolin resource name the stack gives this instance (a connect-mode one: the CONNECT entry's)."""
+    routing: str = "port"
+    """`port`: `host:port` is the instance's own; `connect`: it is the stack's CONNECT entry."""
+    authority: str | None = None
+    """A connect-mode instance's CONNECT authority (its ssh HostName)."""
+    route: str | None = None
+    """A connect-mode instance's EnvoyFilter, `<namespace>/<name>`."""
+    accept_http10: bool = False
+    """The stack turns HTTP/1.0 CONNECT on (`nc -X connect`): the doctor checks that the gateway accepts it."""
+    via: str | None = None
+    """A connect-mode instance's entry: `pangolin` (a Pangolin resource to check) or `direct`."""
+
+    @property
+    def alias(self) -> str:
+        """The ssh `Host` alias, and a connect-mode instance's HostKeyAlias."""
+        return ssh_alias(self.instance)
 
 
 @dataclass(frozen=True)
@@ -69,7 +85,8 @@ class InstanceReport:
         return failed[0]
 
     def check(self, layer: str) -> Check:
-        return next(c for c in self.checks if c.layer == layer)
+        """The check of `layer`; a `skip` when it is not on this instance's path (e.g. `connect` in port mode)."""
+        return next((c for c in self.checks if c.layer == layer), Check(layer, "skip", "not on this path"))
 
 
 def parse_known_hosts(text: str) -> dict[tuple[str, int], str]:
@@ -89,21 +106,35 @@ def parse_known_hosts(text: str) -> dict[tuple[str, int], str]:
 
 
 def endpoints_from_outputs(outputs: Mapping[str, Any], *, project: str, stack: str) -> list[Endpoint]:
-    """The instances of a stack from its outputs (`endpoints`, `knownHosts`), in name order."""
+    """The instances of a stack from its outputs (`endpoints`, `knownHosts`, `connect`), in name order."""
     pins = parse_known_hosts(str(outputs.get("knownHosts") or ""))
+    connect = dict(outputs.get("connect") or {})
     endpoints = []
     for name, ep in sorted(dict(outputs.get("endpoints") or {}).items()):
         host, port = str(ep["host"]), int(ep["port"])
         resource_id = ep.get("pangolinResourceId")
-        endpoints.append(
-            Endpoint(
-                instance=name,
-                host=host,
-                port=port,
-                user=str(ep.get("user", "")),
-                resource_id=int(resource_id) if resource_id is not None else None,
-                pinned_key=pins.get((host, port)),
-                expected_name=pangolin_resource_name(project, stack, name),
+        common: dict[str, Any] = {
+            "instance": name,
+            "host": host,
+            "port": port,
+            "user": str(ep.get("user", "")),
+            "resource_id": int(resource_id) if resource_id is not None else None,
+        }
+        if ep.get("routing") == "connect":
+            # ssh looks the key up under the HostKeyAlias (a `ssh-<instance> key` line), not the gateway's address.
+            endpoint = Endpoint(
+                **common,
+                pinned_key=pins.get((ssh_alias(name), 22)),
+                expected_name=connect_resource_name(project, stack),
+                routing="connect",
+                authority=str(ep["authority"]),
+                route=str(ep["route"]) if ep.get("route") else None,
+                accept_http10=bool(connect.get("acceptHttp10")),
+                via=str(connect.get("via") or "pangolin"),
             )
-        )
+        else:
+            endpoint = Endpoint(
+                **common, pinned_key=pins.get((host, port)), expected_name=pangolin_resource_name(project, stack, name)
+            )
+        endpoints.append(endpoint)
     return endpoints

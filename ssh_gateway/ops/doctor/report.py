@@ -22,6 +22,8 @@ def as_json(reports: list[InstanceReport], *, stack: str, elapsed: float) -> dic
                 "host": r.endpoint.host,
                 "port": r.endpoint.port,
                 "user": r.endpoint.user,
+                "routing": r.endpoint.routing,
+                "authority": r.endpoint.authority,
                 "pangolinResourceId": r.endpoint.resource_id,
                 "healthy": r.broken is None,
                 "brokenLayer": r.broken.layer if r.broken else None,
@@ -35,13 +37,15 @@ def as_json(reports: list[InstanceReport], *, stack: str, elapsed: float) -> dic
 
 
 def render(reports: list[InstanceReport], *, stack: str, elapsed: float) -> str:
-    """A table (one row per instance, one column per layer) and, below it, each problem with its fix."""
-    header = ["INSTANCE", "ENDPOINT", *(layer.upper() for layer in LAYERS), "VERDICT"]
+    """A table (one row per instance, one column per layer) and, below it, each problem with its fix. The
+    CONNECT column only where some instance is in connect mode."""
+    layers = [layer for layer in LAYERS if layer != "connect" or any(r.endpoint.routing == "connect" for r in reports)]
+    header = ["INSTANCE", "ENDPOINT", *(layer.upper() for layer in layers), "VERDICT"]
     rows = [header]
     for r in reports:
         broken = r.broken
         verdict = "healthy" if broken is None else f"broken: {broken.layer}"
-        cells = [_SHOWN[r.check(layer).status] for layer in LAYERS]
+        cells = [_SHOWN[r.check(layer).status] for layer in layers]
         rows.append([r.endpoint.instance, f"{r.endpoint.host}:{r.endpoint.port}", *cells, verdict])
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() for row in rows]

@@ -8,8 +8,10 @@
 
 The path is the real one, minus the cloud: ssh client -> 127.0.0.1:PORT (the emulator's data plane, standing in
 for Gerbil + Traefik + Newt, listening because the stack created an enabled Pangolin TCP resource on PORT) ->
-the resource's target 127.0.0.1:2222 -> sshd. State (keys, logs, pid files, the emulator's db) lives in
-.pulumi-state/demo/.
+the resource's target 127.0.0.1:2222 -> sshd. A connect-mode instance goes ssh -> proxytunnel -> the data plane
+on the CONNECT port -> a real Envoy playing the Istio ingress gateway, with the EnvoyFilters the stack rendered
+(demo_connect.py says how that maps to a cluster) -> its sshd. State (keys, logs, pid files, the emulator's db,
+Envoy's config) lives in .pulumi-state/demo/.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from pulumi import automation as auto
 
 from pangolin_emulator.harness import DetachedEmulator, EmulatorError
 from ssh_gateway.core.credentials import find_api_key
+from ssh_gateway.core.names import ALLOCATION_TYPE, PANGOLIN_TYPE, ssh_alias
 from ssh_gateway.core.settings import ConnectModeInstance, Settings, SettingsError, decode_config, parse_settings
 from ssh_gateway.core.targets import StaticTarget
 from ssh_gateway.ops.automation import open_stack
@@ -40,6 +43,8 @@ from ssh_gateway.ops.doctor.checks import fingerprint
 from ssh_gateway.ops.doctor.model import parse_known_hosts
 from ssh_gateway.ops.toolchain import REPO
 
+from .demo_connect import LocalConnect, local_connect
+from .envoy import EnvoyError, detached_pid, stop_detached
 from .sshd import KeyPair, LocalSshd, SshdError, ensure_client_keypair, login_user, wait_for_port
 
 __all__ = ["main"]
@@ -86,6 +91,10 @@ class Machine:
     sshds: list[LocalSshd]
     started: list[Callable[[], bool]]
     """Stop functions of the processes this run started (not those an earlier --keep run left)."""
+    connect: LocalConnect | None = None
+    """The Envoy gateway of the connect-mode instances, if the stack has any."""
+    envoy_dir: Path | None = None
+    """Envoy's directory (config, log, pid file)."""
 
 
 def _read_settings(stack: auto.Stack) -> tuple[Settings, str]:
@@ -122,12 +131,17 @@ def _machine(settings: Settings, api_key: str, state: Path, authorized_keys: lis
     static = sorted({(t.host, t.port) for t in targets if isinstance(t, StaticTarget)})
     if len(static) != len({(t.host, t.port) if isinstance(t, StaticTarget) else t for t in targets}):
         raise SystemExit("demo: every instance of the stack must have target: static (a local sshd)")
+    connect = local_connect(settings)
+    # A connect-mode instance's pod is a loopback sshd on its podPort (see demo_connect.py).
+    for port in connect.sshd_ports if connect else []:
+        if ("127.0.0.1", port) not in static:
+            static.append(("127.0.0.1", port))
     sshds = []
     for host, port in static:
         if host not in ("127.0.0.1", "localhost"):
             raise SystemExit(f"demo: staticHost {host} is not loopback; the demo runs sshd on this machine only")
         sshds.append(LocalSshd(state / f"sshd-{port}", host=host, port=port, authorized_keys=authorized_keys))
-    return Machine(emulator, sshds, [])
+    return Machine(emulator, sshds, [], connect, state / "envoy" if connect else None)
 
 
 def _start(machine: Machine) -> None:
@@ -167,8 +181,9 @@ def _write_ssh_files(outputs: dict[str, Any], state: Path, keys: KeyPair) -> Pat
     lines = str(outputs.get("knownHosts") or "")
     known_hosts.write_text(lines.strip() + "\n" if lines.strip() else "")
     pins = parse_known_hosts(lines)
-    # Every instance pinned: refuse any other key. Otherwise learn the unpinned ones on first use.
-    every = all((str(ep["host"]), int(ep["port"])) in pins for ep in outputs["endpoints"].values())
+    # Every instance pinned: refuse any other key. Otherwise learn the unpinned ones on first use. A connect-mode
+    # instance's key is looked up under its HostKeyAlias.
+    every = all(_pin_key(name, ep) in pins for name, ep in outputs["endpoints"].items())
     strict = "yes" if every else "accept-new"
     config = state / "ssh_config"
     config.write_text(
@@ -181,6 +196,28 @@ def _write_ssh_files(outputs: dict[str, Any], state: Path, keys: KeyPair) -> Pat
         + f"    StrictHostKeyChecking {strict}\n"
     )
     return config
+
+
+def _pin_key(name: str, endpoint: dict[str, Any]) -> tuple[str, int]:
+    if endpoint.get("routing") == "connect":
+        return ssh_alias(name), 22
+    return str(endpoint["host"]), int(endpoint["port"])
+
+
+def _start_gateway(machine: Machine) -> None:
+    """(Re)starts Envoy as the ingress gateway with the EnvoyFilters the `up` just rendered."""
+    if machine.connect is None or machine.envoy_dir is None:
+        return
+    gateway = machine.connect.gateway_envoy(machine.envoy_dir)
+    with step(f"Envoy as the Istio ingress gateway on 127.0.0.1:{gateway.port} (the rendered EnvoyFilters)"):
+        if stop_detached(machine.envoy_dir):
+            say("    stopped the one an earlier --keep run left (its routes may be stale)")
+        gateway.start(detach=True)
+        machine.started.append(lambda: stop_detached(gateway.directory))
+        routes = [vh["name"] for vh in gateway.route_configuration["virtual_hosts"]]
+        say(f"    started (pid {gateway.running_pid()}, log {_rel(gateway.log_file)}): {len(routes)} virtual hosts")
+        for name in routes:
+            say(f"      {name}")
 
 
 @dataclass(frozen=True)
@@ -214,17 +251,21 @@ def _ssh_all(outputs: dict[str, Any], config: Path) -> list[Answer]:
         # The data plane follows Pangolin within about a second of the change.
         wait_for_port(str(ep["host"]), int(ep["port"]), 5.0)
     with ThreadPoolExecutor(max_workers=8) as pool:
-        futures = [
-            pool.submit(_ssh, config, name, f"ssh-{name}", f"{ep['host']}:{ep['port']}")
-            for name, ep in sorted(endpoints.items())
-        ]
+        futures = [pool.submit(_ssh, config, name, f"ssh-{name}", _path(ep)) for name, ep in sorted(endpoints.items())]
         return [f.result() for f in futures]
 
 
+def _path(endpoint: dict[str, Any]) -> str:
+    """How an instance is reached: its own port, or CONNECT to its authority through the stack's entry."""
+    where = f"{endpoint['host']}:{endpoint['port']}"
+    return f"CONNECT {endpoint['authority']} via {where}" if endpoint.get("routing") == "connect" else where
+
+
 def _print_endpoints(outputs: dict[str, Any]) -> None:
-    rows = [("INSTANCE", "ENDPOINT", "USER", "PANGOLIN RESOURCE", "SSH")]
+    rows = [("INSTANCE", "ENDPOINT", "ROUTING", "USER", "PANGOLIN RESOURCE", "SSH")]
     for name, ep in sorted(outputs["endpoints"].items()):
-        rows.append((name, f"{ep['host']}:{ep['port']}", ep["user"], str(ep["pangolinResourceId"]), ep["ssh"]))
+        routing = str(ep.get("routing", "port"))
+        rows.append((name, _path(ep), routing, ep["user"], str(ep["pangolinResourceId"]), ep["ssh"]))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for row in rows:
         say("    " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
@@ -262,10 +303,11 @@ def up(stack_name: str, state: Path, *, keep: bool) -> int:
         _start(machine)
         # refresh: if the emulator's db was reset since the last run, the stack learns it and recreates.
         with step(f"pulumi up --refresh (stack {stack_name})"):
-            result = stack.up(refresh=True, on_event=_print_resource_steps, color="never")
+            result = _up_refreshed(stack)
             changes = {k: v for k, v in (result.summary.resource_changes or {}).items() if k != "same"}
             say(f"    {'changes: ' + str(changes) if changes else 'no changes'}")
         outputs = {key: value.value for key, value in result.outputs.items()}
+        _start_gateway(machine)
         config = _write_ssh_files(outputs, state, keys)
         with step("ssh through every instance's public port (BatchMode, the demo's key)"):
             answers = _ssh_all(outputs, config)
@@ -284,7 +326,7 @@ def up(stack_name: str, state: Path, *, keep: bool) -> int:
             say(f"==> known_hosts lines: the pinned host keys (in {_rel(state / 'known_hosts')})")
             for line in str(outputs["knownHosts"]).splitlines():
                 say(f"    {line}")
-    except (SshdError, EmulatorError, auto.CommandError) as exc:
+    except (SshdError, EmulatorError, EnvoyError, auto.CommandError) as exc:
         say(f"!!! {exc}")
         error = True
     finally:
@@ -299,15 +341,31 @@ def up(stack_name: str, state: Path, *, keep: bool) -> int:
     return 0
 
 
+def _up_refreshed(stack: auto.Stack) -> auto.UpResult:
+    """`up --refresh`, except for rendered Kubernetes objects: with no cluster to read them from,
+    pulumi-kubernetes fails their refresh ("unreachable cluster"), so only the rest is refreshed first."""
+    resources = (stack.export_stack().deployment or {}).get("resources", [])
+    if not any(str(r.get("type", "")).startswith("kubernetes:") for r in resources):
+        return stack.up(refresh=True, on_event=_print_resource_steps, color="never")
+    others = [str(r["urn"]) for r in resources if str(r.get("type", "")) in (PANGOLIN_TYPE, ALLOCATION_TYPE)]
+    if others:
+        stack.refresh(target=others, on_event=_print_resource_steps, color="never")
+    return stack.up(on_event=_print_resource_steps, color="never")
+
+
 def _finish(machine: Machine, *, keep: bool) -> None:
     if keep:
-        say("==> --keep: the emulator and sshd stay up; stop them (and destroy the stack) with: scripts/demo down")
+        say(
+            "==> --keep: the emulator, sshd (and Envoy) stay up; stop them (and destroy the stack) with: "
+            "scripts/demo down"
+        )
         return
     if machine.started:
         with step("stop the processes this run started"):
             for stop in reversed(machine.started):
                 stop()
-    leftovers = [p for p in (machine.emulator.running_pid(), *(s.running_pid() for s in machine.sshds)) if p]
+    envoy = detached_pid(machine.envoy_dir) if machine.envoy_dir else None
+    leftovers = [p for p in (machine.emulator.running_pid(), *(s.running_pid() for s in machine.sshds), envoy) if p]
     if leftovers:
         say("==> processes left by an earlier --keep run are still up: scripts/demo down stops them")
 
@@ -332,8 +390,13 @@ def down(stack_name: str, state: Path) -> int:
             status = 1
     else:
         say(f"==> stack {stack_name} has no resources: nothing to destroy")
+    stops: list[tuple[str, Callable[[], bool]]] = [("emulator", machine.emulator.stop)]
+    stops += [(f"sshd :{s.port}", s.stop) for s in machine.sshds]
+    if machine.envoy_dir is not None:
+        envoy_dir = machine.envoy_dir
+        stops.append(("envoy", lambda: stop_detached(envoy_dir)))
     with step("stop the demo's processes"):
-        for name, stop in [("emulator", machine.emulator.stop), *((f"sshd :{s.port}", s.stop) for s in machine.sshds)]:
+        for name, stop in stops:
             say(f"    {name}: {'stopped' if stop() else 'was not running'}")
     return status
 

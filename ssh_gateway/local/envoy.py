@@ -40,18 +40,22 @@ from typing import Any
 from ssh_gateway.core.connect import HCM_FILTER, HCM_TYPE
 from ssh_gateway.ops.toolchain import toolchain_binary
 
+from .pidfile import PidFile
+
 __all__ = [
     "HELPER_KEY",
     "WEB_VIRTUAL_HOST",
     "EnvoyError",
     "EnvoyGateway",
     "apply_istio_patches",
+    "detached_pid",
     "envoy_binary",
     "envoy_validate",
     "free_port",
     "gateway_listener",
     "gateway_route_configuration",
     "istio_helper",
+    "stop_detached",
 ]
 
 HELPER_KEY = "SSH_GATEWAY_ISTIO_ENVOYFILTER"
@@ -187,6 +191,21 @@ def apply_istio_patches(
     return listener_out, route_out
 
 
+def _pid_file(directory: Path) -> PidFile:
+    # Ours while the process runs this directory's bootstrap (a stale pid file is never mistaken for ours).
+    return PidFile(directory / "envoy.pid", marker=str(directory / "bootstrap.json"))
+
+
+def detached_pid(directory: Path) -> int | None:
+    """The pid of the Envoy a detached `EnvoyGateway.start` left running in `directory`, else None."""
+    return _pid_file(directory).running_pid()
+
+
+def stop_detached(directory: Path, timeout: float = 10.0) -> bool:
+    """Stops the Envoy a detached `EnvoyGateway.start` left running in `directory`; True if one ran."""
+    return _pid_file(directory).terminate(timeout)
+
+
 def _bootstrap(
     listener: Mapping[str, Any], clusters: Mapping[str, int], admin_port: int, access_log: Path
 ) -> dict[str, Any]:
@@ -294,6 +313,20 @@ class EnvoyGateway:
     def rds_file(self) -> Path:
         return self.directory / "rds" / "routes.json"
 
+    @property
+    def bootstrap_file(self) -> Path:
+        return self.directory / "bootstrap.json"
+
+    @property
+    def _pid(self) -> PidFile:
+        return _pid_file(self.directory)
+
+    def running_pid(self) -> int | None:
+        """The pid of this directory's Envoy, also one started detached by an earlier process; else None."""
+        if self._process is not None and self._process.poll() is None:
+            return self._process.pid
+        return self._pid.running_pid()
+
     def configure(self) -> None:
         """Builds istiod's gateway config, applies the EnvoyFilters with Istio's code, writes bootstrap and RDS."""
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -314,7 +347,7 @@ class EnvoyGateway:
             raise EnvoyError(f"the EnvoyFilters removed the gateway listener on port {self.port}")
         self.write_routes(self.route_configuration)
         bootstrap = _bootstrap(self.listener, self.clusters, self.admin_port, self.access_log)
-        (self.directory / "bootstrap.json").write_text(json.dumps(bootstrap, indent=1))
+        self.bootstrap_file.write_text(json.dumps(bootstrap, indent=1))
 
     def write_routes(self, route_configuration: Mapping[str, Any], version: str = "1") -> None:
         """Serves `route_configuration` over the file RDS, atomically (Envoy watches the directory for a move)."""
@@ -323,18 +356,25 @@ class EnvoyGateway:
         fresh.write_text(json.dumps(response))
         fresh.replace(self.rds_file)
 
-    def start(self, timeout: float = 30.0) -> None:
-        """Configures and starts Envoy, and waits until it is ready (admin `/ready` LIVE, listener accepting)."""
+    def start(self, timeout: float = 30.0, *, detach: bool = False) -> None:
+        """Configures and starts Envoy, and waits until it is ready (admin `/ready` LIVE, listener accepting).
+
+        `detach`: Envoy outlives this process (`scripts/demo --keep`), in a session of its own, found again and
+        stopped through its pid file; otherwise it dies with this process."""
         self.configure()
-        command = [str(envoy_binary()), "-c", str(self.directory / "bootstrap.json"), "--log-path", str(self.log_file)]
+        command = [str(envoy_binary()), "-c", str(self.bootstrap_file), "--log-path", str(self.log_file)]
         # Logs reach the file within 0.2 s (default 10 s), so a caller can read what Envoy just said.
         command += ["--disable-hot-restart", "--concurrency", "1", "-l", "info", "--file-flush-interval-msec", "200"]
         setpriv = shutil.which("setpriv")
-        if setpriv:
+        if setpriv and not detach:
             # Killed with the process that started it even when that one dies by SIGKILL (a killed pytest).
             command = [setpriv, "--pdeathsig", "TERM", "--", *command]
         with (self.directory / "envoy.stdout").open("ab") as out:
-            self._process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)  # noqa: S603
+            self._process = subprocess.Popen(  # noqa: S603
+                command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=detach
+            )
+        if detach:
+            self._pid.write(self._process.pid)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self._process.poll() is not None:
@@ -364,17 +404,19 @@ class EnvoyGateway:
                 return int(value)
         return None
 
-    def stop(self, timeout: float = 10.0) -> None:
-        """SIGTERM, then SIGKILL after `timeout` seconds."""
+    def stop(self, timeout: float = 10.0) -> bool:
+        """SIGTERM, then SIGKILL after `timeout` seconds; also an Envoy a detached start left. True if one ran."""
         process, self._process = self._process, None
         if process is None or process.poll() is not None:
-            return
+            return self._pid.terminate(timeout)
+        self._pid.path.unlink(missing_ok=True)
         process.send_signal(signal.SIGTERM)
         try:
             process.wait(timeout)
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(timeout)
+        return True
 
     def log_tail(self, lines: int = 12) -> str:
         """Envoy's warnings and errors (or, if none, its last lines), for an exception's text."""

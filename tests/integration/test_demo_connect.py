@@ -1,0 +1,119 @@
+"""The main job with both families in one run, as `scripts/demo` runs the local stack: port-mode instances through
+their own ports, and a connect-mode instance through the CONNECT port (the emulator's data plane) and a real
+Envoy playing the Istio ingress gateway with the EnvoyFilters the stack rendered, to a real sshd.
+
+Like test_main_job.py, it runs the demo's own code on a stack of its own with free ports: --keep, a second run
+(Envoy restarted with the current routes), then `down`.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from pulumi import automation as auto
+
+from pangolin_emulator.keys import generate_api_key
+from ssh_gateway.local.envoy import detached_pid
+from ssh_gateway.local.sshd import DEMO_HOST_KEY_SEED, login_user, wait_for_port
+from ssh_gateway.ops.automation import open_stack, remove_stack
+from ssh_gateway.ops.doctor.__main__ import main as doctor_main
+from ssh_gateway.ops.toolchain import REPO
+from ssh_gateway.sshkeys import openssh_public_key
+
+from .local_ports import free_port, free_port_block
+
+pytestmark = pytest.mark.integration
+
+
+@dataclass
+class Demo:
+    stack: auto.Stack
+    state: Path
+    sshd_port: int
+    envoy_port: int
+    connect_port: int
+
+    def run(self, *args: str) -> subprocess.CompletedProcess[str]:
+        argv = [sys.executable, "-m", "ssh_gateway.local.demo", *args, "--stack", self.stack.name]
+        argv += ["--state-dir", str(self.state)]
+        return subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
+
+
+@pytest.fixture
+def demo(tmp_path: Path) -> Iterator[Demo]:
+    emulator_port, sshd_port, envoy_port, connect_port = free_port(), free_port(), free_port(), free_port()
+    ports = free_port_block(4)
+    pin = openssh_public_key(DEMO_HOST_KEY_SEED)
+    config = {
+        "ssh-gateway:pangolin": {"url": f"http://127.0.0.1:{emulator_port}/v1", "orgId": "acme", "siteId": 1},
+        "ssh-gateway:ports": {"range": f"{ports.start}-{ports.stop - 1}"},
+        "ssh-gateway:gateway": {"hostTemplate": "127.0.0.1"},
+        "ssh-gateway:firewall": {"enabled": False},
+        "ssh-gateway:kubernetes": {"namespace": "demo", "renderDir": str(tmp_path / "manifests")},
+        "ssh-gateway:connect": {
+            "gateway": {"listenerPort": envoy_port, "servicePort": envoy_port, "targetHost": "127.0.0.1"},
+            "public": {"via": "pangolin", "port": connect_port},
+        },
+        "ssh-gateway:instances": [
+            {"name": "alpha", "target": "static", "staticHost": "127.0.0.1", "staticPort": sshd_port, "hostKey": pin},
+            {"name": "gamma", "routing": "connect", "podPort": sshd_port, "hostKey": pin},
+        ],
+    }
+    stack = open_stack(f"it-demo-{uuid.uuid4().hex[:8]}", config, secrets={"pangolin:apiKey": generate_api_key()})
+    demo = Demo(stack, tmp_path / "demo", sshd_port, envoy_port, connect_port)
+    try:
+        yield demo
+    finally:
+        demo.run("down")
+        remove_stack(stack)
+
+
+def answers(stdout: str) -> dict[str, str]:
+    return dict(re.findall(r"^    (\w+): (hello from .*)$", stdout, re.M))
+
+
+def test_both_families_answer_in_one_run(demo: Demo) -> None:
+    first = demo.run("--keep")
+    assert first.returncode == 0, first.stdout + first.stderr
+    me, host = login_user(), socket.gethostname()
+    authority = "ssh-gamma.demo.svc.cluster.local"
+    assert answers(first.stdout) == {
+        "alpha": f"hello from alpha: {me}@{host}, reached through 127.0.0.1:{_port_of(first.stdout, 'alpha')}",
+        "gamma": f"hello from gamma: {me}@{host}, reached through CONNECT {authority} via 127.0.0.1:"
+        f"{demo.connect_port}",
+    }
+    assert "main job OK: 2/2 instances answered" in first.stdout
+    assert f"Envoy as the Istio ingress gateway on 127.0.0.1:{demo.envoy_port}" in first.stdout
+    assert f"      ssh-gateway.{authority}" in first.stdout  # the rendered route, applied by Istio's patch code
+    assert f"ProxyCommand proxytunnel -q -p 127.0.0.1:{demo.connect_port} -d %h:%p" in first.stdout
+    envoy_dir = demo.state / "envoy"
+    kept = detached_pid(envoy_dir)
+    assert kept is not None  # --keep leaves Envoy up with the rest
+    assert doctor_main(["--stack", demo.stack.name, "--timeout", "5"]) == 0
+
+    second = demo.run()
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "no changes" in second.stdout
+    assert "stopped the one an earlier --keep run left" in second.stdout
+    assert answers(second.stdout) == answers(first.stdout)
+    assert detached_pid(envoy_dir) is None  # started by this run (not --keep): stopped with it
+
+    down = demo.run("down")
+    assert down.returncode == 0, down.stdout + down.stderr
+    assert (demo.stack.export_stack().deployment or {}).get("resources", []) == []
+    for port in (demo.sshd_port, demo.envoy_port, demo.connect_port):
+        assert not wait_for_port("127.0.0.1", port, 0)
+
+
+def _port_of(stdout: str, instance: str) -> int:
+    found = re.search(rf"^    {instance}\s+127\.0\.0\.1:(\d+)\s+port\s", stdout, re.M)
+    assert found, stdout
+    return int(found[1])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import httpx
 import pytest
 from pulumi import automation as auto
 
@@ -31,6 +32,31 @@ CASES: list[tuple[str, dict[str, Any], str]] = [
     ("URL without host", {"pangolin": {"url": "https://user@/v1", "orgId": "acme", "siteId": 1}}, "pangolin.url"),
     ("uppercase org", {"pangolin": {"url": "http://127.0.0.1:9/v1", "orgId": "ACME", "siteId": 1}}, "orgId"),
     ("unknown target", {"instances": [{"name": "a", "target": "vm"}]}, 'ssh-gateway:instances[0].target = "vm"'),
+    (
+        "CONNECT port inside the range",
+        {"connect": {"public": {"port": 40005}}},
+        "ssh-gateway:connect.public.port: 40005 is inside ports.range 40000-40019",
+    ),
+    (
+        "empty gateway selector",
+        {"connect": {"gateway": {"selector": {}}, "public": {"port": 40443}}},
+        "ssh-gateway:connect.gateway.selector = {}: the ingress gateway's selector is empty",
+    ),
+    (
+        "unknown routing",
+        {"instances": [{"name": "a", "routing": "tunnel"}]},
+        'ssh-gateway:instances[0].routing = "tunnel": unknown routing; allowed: port, connect',
+    ),
+    (
+        "connect without its section",
+        {"routing": "connect", "instances": [{"name": "a"}]},
+        "ssh-gateway:routing: connect needs ssh-gateway:connect",
+    ),
+    (
+        "static target behind CONNECT",
+        {"routing": "connect"},  # the stack's one instance is static
+        "ssh-gateway:instances[0].target = \"static\": target 'static' needs routing: port",
+    ),
 ]
 
 
@@ -50,6 +76,25 @@ def test_refused_at_preview_naming_the_key_without_traceback(
     message = _refusal(make_stack(config))
     assert expected in message, message
     assert "Traceback" not in message and "unhandled" not in message and "exit code" not in message, message
+    assert not [route for route, n in emulator.counters().items() if n and not route.startswith("GET ")]
+
+
+def test_a_connect_port_bound_by_another_resource_is_refused(
+    emulator: EmulatorHandle, make_stack: StackFactory
+) -> None:
+    httpx.put(
+        f"{emulator.url}/org/{emulator.org_id}/resource",
+        json={"name": "team-b/postgres", "mode": "tcp", "proxyPort": 40443},
+        headers={"Authorization": f"Bearer {emulator.api_key}"},
+        timeout=10,
+    ).raise_for_status()
+    [theirs] = emulator.state()["resources"]
+    config = stack_config(emulator, [{"name": "c", "routing": "connect"}], connect={"public": {"port": 40443}})
+    emulator.reset_counters()
+    message = _refusal(make_stack(config))
+    expected = f"ssh-gateway:connect.public.port 40443 is already bound by Pangolin resource {theirs['resourceId']}"
+    assert f"{expected} 'team-b/postgres'" in message, message
+    assert "Traceback" not in message
     assert not [route for route, n in emulator.counters().items() if n and not route.startswith("GET ")]
 
 

@@ -18,6 +18,7 @@ import argparse
 import dataclasses
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -348,11 +349,14 @@ def _run_ssh_config(args: argparse.Namespace) -> int:
             return CANNOT_RUN
         stacks[stack] = ssh_config.StackSsh(str(outputs["sshConfig"] or ""), str(outputs.get("knownHosts") or ""))
     try:
-        changes = ssh_config.plan(home, stacks, include=args.include)
+        plan = ssh_config.plan(home, stacks, include=args.include)
+        ssh = shutil.which("ssh")
+        if ssh is not None:  # without an ssh client here, nothing would read the file anyway
+            ssh_config.verify_with_ssh(plan, ssh)
     except ssh_config.SshConfigError as exc:
         _say_error(str(exc))
         return REFUSED
-    changed = [c for c in changes if c.changed]
+    changes, changed = plan.changes, plan.changed
     shown = [_home_relative(c.path, home) for c in changes]
     written = ssh_config.apply(changed) if args.write else []
     if args.json:

@@ -31,7 +31,6 @@ from __future__ import annotations
 import difflib
 import os
 import re
-import shutil
 import subprocess
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
@@ -43,6 +42,7 @@ __all__ = [
     "FileChange",
     "HostBlock",
     "Layout",
+    "Plan",
     "SshConfigError",
     "StackSsh",
     "apply",
@@ -50,6 +50,7 @@ __all__ = [
     "parse_host_blocks",
     "plan",
     "render_diff",
+    "verify_with_ssh",
 ]
 
 _KEYWORD: Final = re.compile(r"^\s*([A-Za-z][A-Za-z0-9]*)(?:\s*=\s*|\s+)(.*?)\s*$")
@@ -116,6 +117,28 @@ class FileChange:
     @property
     def changed(self) -> bool:
         return self.before != self.after
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """A stack's blocks as written, to be read back by the real ssh before anything is written."""
+
+    stack: str
+    text: str
+    aliases: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What a run would do."""
+
+    changes: tuple[FileChange, ...]
+    """Every file the run concerns, changed or not (so a caller can say which are already up to date)."""
+    rendered: tuple[Rendered, ...]
+
+    @property
+    def changed(self) -> list[FileChange]:
+        return [change for change in self.changes if change.changed]
 
 
 # --- reading the outputs ------------------------------------------------------------------------------------------
@@ -223,8 +246,10 @@ def _end(stack: str) -> str:
 
 
 def _blocks_text(stack: str, blocks: Sequence[HostBlock], known_hosts: Sequence[Path]) -> list[str]:
-    lines = []
+    lines: list[str] = []
     for block in blocks:
+        if lines:
+            lines.append("")
         lines.append(f"Host {' '.join(block.aliases)}")
         lines += [f"    {keyword} {args}" for keyword, args in block.options]
         if known_hosts:
@@ -390,30 +415,31 @@ def _read(path: Path) -> str | None:
     return path.read_bytes().decode("utf-8", "surrogateescape") if path.exists() else None
 
 
-def _check_parses(stack: str, text: str, aliases: Sequence[str]) -> None:
-    """Has the real ssh read the rendered blocks? An option ssh does not know would break every ssh command."""
-    ssh = shutil.which("ssh")
-    if ssh is None or not aliases:
-        return
-    with tempfile.NamedTemporaryFile("w", suffix=".ssh_config") as file:
-        file.write(text)
-        file.flush()
-        result = subprocess.run(  # noqa: S603 - the ssh client only parses the file (-G), argv built here
-            [ssh, "-G", "-F", file.name, aliases[0]], capture_output=True, text=True, timeout=30, check=False
-        )
-    if result.returncode != 0:
-        detail = result.stderr.strip().splitlines()
-        raise SshConfigError(
-            f"stack {stack}: ssh cannot read its Host blocks ({detail[-1] if detail else result.returncode}); "
-            "refused (nothing was written)"
-        )
+def verify_with_ssh(plan: Plan, ssh: str) -> None:
+    """Has the real ssh read every stack's blocks? An option it does not know would break every ssh command."""
+    for rendered in plan.rendered:
+        if not rendered.aliases:
+            continue
+        with tempfile.NamedTemporaryFile("w", suffix=".ssh_config") as file:
+            file.write(rendered.text)
+            file.flush()
+            result = subprocess.run(  # noqa: S603 - the ssh client only parses the file (-G), argv built here
+                [ssh, "-G", "-F", file.name, rendered.aliases[0]],
+                capture_output=True,
+                text=True,
+                timeout=30,
+                check=False,
+            )
+        if result.returncode != 0:
+            lines = result.stderr.strip().splitlines()
+            said = lines[-1] if lines else f"exit {result.returncode}"
+            raise SshConfigError(
+                f"stack {rendered.stack}: ssh cannot read its Host blocks ({said}); refused (nothing was written)"
+            )
 
 
-def plan(home: Path, stacks: Mapping[str, StackSsh | None], *, include: bool) -> list[FileChange]:
-    """The files to change so that each stack is written as `include` says (None: removed), and nothing else.
-
-    Every file the run concerns is listed, changed or not, so a caller can say which are already up to date.
-    """
+def plan(home: Path, stacks: Mapping[str, StackSsh | None], *, include: bool) -> Plan:
+    """The files to change so that each stack is written as `include` says (None: removed), and nothing else."""
     layout = Layout(home)
     for stack in stacks:
         if not _STACK.match(stack):
@@ -423,6 +449,7 @@ def plan(home: Path, stacks: Mapping[str, StackSsh | None], *, include: bool) ->
     others = _other_aliases(config, layout.include_dir, stacks, layout.config)
     seen: dict[str, str] = {}
     changes: list[FileChange] = []
+    rendered: list[Rendered] = []
     for stack, outputs in stacks.items():
         kh_path, include_path = layout.known_hosts(stack), layout.include_file(stack)
         if outputs is None:
@@ -449,12 +476,12 @@ def plan(home: Path, stacks: Mapping[str, StackSsh | None], *, include: bool) ->
             text = _section(stack, blocks, files)
             changes.append(FileChange(include_path, _read(include_path), None))
             config = _with_section(config, stack, text, layout.config)
-        _check_parses(stack, text, aliases)
+        rendered.append(Rendered(stack, text, tuple(aliases)))
     if include:
         config = _with_include(config, home)
     config_after = None if config_before is None and not config else config
     every = [FileChange(layout.config, config_before, config_after), *changes]
-    return [change for change in every if change.before is not None or change.after is not None]
+    return Plan(tuple(c for c in every if c.before is not None or c.after is not None), tuple(rendered))
 
 
 def _shown(path: Path, home: Path) -> str:

@@ -8,9 +8,11 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from pulumi import automation as auto
 
 from pangolin_emulator.harness import EmulatorHandle
-from ssh_gateway.ops.automation import stack_file
+from ssh_gateway.ops.automation import stack_file, workspace_options
+from ssh_gateway.ops.instances import add_instance
 from ssh_gateway.ops.toolchain import REPO
 
 from .cli import pulumi, run
@@ -170,19 +172,20 @@ def test_instances_add_shows_the_new_port_in_the_preview_and_keeps_the_file_comm
     listed = cli("instances", "list", "--stack", stack.name, "--json")
     assert [entry["name"] for entry in json.loads(listed.stdout)] == ["a", "b", "c"]
 
-    # What the preview showed is what `up` gives (the Automation API route the README shows for platforms).
-    endpoints = stack.up().outputs["endpoints"].value
-    assert {name: int(ep["port"]) for name, ep in endpoints.items()} == {"a": 40000, "b": 40001, "c": 40015}
+    # The README's route for platforms written in Python: the same edit, then the Automation API. And what the
+    # previews showed is what `up` gives.
+    entry = {"name": "d", "target": "static", "staticHost": "127.0.0.1", "staticPort": 2222}
+    path.write_text(add_instance(path.read_text(), entry))
+    selected = auto.select_stack(stack.name, work_dir=str(REPO), opts=workspace_options())
+    endpoints = selected.up().outputs["endpoints"].value
+    assert {name: int(ep["port"]) for name, ep in endpoints.items()} == {"a": 40000, "b": 40001, "c": 40015, "d": 40002}
+    assert endpoints["d"]["ssh"] == "ssh -p 40002 root@ssh-d.example.test"
 
     removed = cli("instances", "remove", "b", "--stack", stack.name)
     assert removed.returncode == 0, removed.stdout + removed.stderr
     assert "| `b` | removed | ~~`ssh -p 40001 root@ssh-b.example.test`~~ |" in removed.stdout
-    assert [
-        entry["name"] for entry in json.loads(cli("instances", "list", "--stack", stack.name, "--json").stdout)
-    ] == [
-        "a",
-        "c",
-    ]
+    listed = cli("instances", "list", "--stack", stack.name, "--json")
+    assert [entry["name"] for entry in json.loads(listed.stdout)] == ["a", "c", "d"]
     assert path.read_text().startswith("# platform-managed: instances come and go")
 
 

@@ -21,8 +21,10 @@ password database, not from `$HOME`.
 The outputs are checked before anything is written. Refused, with the stack, the host and the option named:
 anything that runs a command or loads code on the laptop (`LocalCommand`, `PermitLocalCommand`,
 `KnownHostsCommand`, `Match` (its `exec`), `PKCS11Provider`, `SecurityKeyProvider`, `XAuthLocation`, a
-`ProxyCommand` other than the two the project generates), `Include`, `UserKnownHostsFile` (set here), options
-outside a `Host` block, and `Host` patterns (`*`, `?`, `!`), which would reach hosts that are not the stack's.
+`ProxyCommand` other than the two the project generates); what hands the laptop's agent, display, environment
+or ports to the instance (`ForwardAgent`, `ForwardX11`, `ForwardX11Trusted`, `SendEnv`, `RemoteForward`);
+`Include`, `UserKnownHostsFile` (set here), options outside a `Host` block, and `Host` patterns (`*`, `?`,
+`!`), which would reach hosts that are not the stack's.
 Lines outside the managed sections are never changed: they are kept byte for byte.
 """
 
@@ -73,6 +75,13 @@ _REFUSED: Final = {
     "securitykeyprovider": "loads a library into ssh on this machine",
     "xauthlocation": "names a program ssh runs on this machine",
     "include": "reads other files into this machine's ssh config",
+    # Not commands, but they hand this machine's agent, display, environment or ports to the instance; a user who
+    # wants them sets them in their own config (ssh then takes them, as the stack's blocks do not).
+    "forwardagent": "hands this machine's ssh agent to the instance",
+    "forwardx11": "hands this machine's X display to the instance",
+    "forwardx11trusted": "hands this machine's X display to the instance",
+    "sendenv": "sends this machine's environment variables to the instance",
+    "remoteforward": "lets the instance reach ports of this machine",
     "userknownhostsfile": "is set by ssh-gateway ssh-config itself (to the stack's known_hosts file)",
 }
 _KNOWN_HOSTS_KEY: Final = re.compile(
@@ -188,6 +197,8 @@ def parse_host_blocks(text: str, *, stack: str) -> list[HostBlock]:
             if aliases is not None:
                 blocks.append(HostBlock(aliases, tuple(options)))
             names = tuple(args.split())
+            if not names:
+                raise SshConfigError(f"stack {stack}: sshConfig line {number} is a Host with no name; refused")
             for name in names:
                 if not _ALIAS.match(name):
                     raise SshConfigError(

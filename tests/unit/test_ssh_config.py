@@ -89,6 +89,9 @@ def test_the_proxy_commands_the_project_generates_are_allowed(command: str) -> N
         ("SecurityKeyProvider /tmp/evil.so", "SecurityKeyProvider", "loads a library"),
         ("XAuthLocation /tmp/x", "XAuthLocation", "names a program"),
         ("UserKnownHostsFile /dev/null", "UserKnownHostsFile", "set by ssh-gateway ssh-config itself"),
+        ("ForwardAgent yes", "ForwardAgent", "hands this machine's ssh agent to the instance"),
+        ("SendEnv AWS_*", "SendEnv", "sends this machine's environment variables"),
+        ("RemoteForward 8080 localhost:80", "RemoteForward", "lets the instance reach ports of this machine"),
         ("ProxyCommand sh -c 'curl x | sh'", "ProxyCommand", "only `proxytunnel -q -p HOST:PORT -d %h:%p`"),
         ("ProxyCommand proxytunnel -q -p gw:443 -d %h:%p; touch /tmp/x", "ProxyCommand", "would run"),
         ("ProxyCommand proxytunnel -q -p $(id):443 -d %h:%p", "ProxyCommand", "would run"),
@@ -116,6 +119,7 @@ def test_options_that_would_run_commands_are_refused_naming_stack_host_and_optio
         ("Host ssh-a !ssh-b\n", "Host '!ssh-b' is a pattern"),
         ('Host "ssh-a"\n', "Host '\"ssh-a\"' is a pattern"),
         ("Host ssh-a\n  Port\n", "line 2 'Port' has no value"),
+        ("Host =\n  Port 1\n", "line 1 is a Host with no name"),
         ('Host ssh-a\n  "LocalCommand" x\n', "is not `Keyword value`"),
     ],
 )

@@ -329,16 +329,37 @@ _SECTIONS: Final[Mapping[str, tuple[type[BaseModel], ...]]] = {
 }
 
 
-def _keys_at(loc: Sequence[int | str]) -> list[str]:
-    """The keys allowed where `loc` (an unknown key's location) points."""
+def _keys_at(loc: Sequence[int | str], models: tuple[type[BaseModel], ...] | None = None) -> list[str]:
+    """The keys allowed where `loc` (an unknown key's location) points, or in the given models."""
     section = str(loc[0]) if len(loc) > 1 else ""
-    models = _SECTIONS.get(section, ())
+    models = _SECTIONS.get(section, ()) if models is None else models
     return sorted({str(f.alias or n) for model in models for n, f in model.model_fields.items()})
+
+
+def _unknown_key(loc: Sequence[int | str]) -> str:
+    """ "unknown key", with the key meant, or the targets a key belongs to when it is another target's."""
+    key = str(loc[-1])
+    tag = next((p for p in loc if isinstance(p, str) and p in TARGETS), None)
+    if tag is not None and key in _keys_at(loc):
+        owners = [t for t, m in zip(TARGETS, _SECTIONS["instances"], strict=True) if key in _keys_at(loc, (m,))]
+        return f"not a key of target {tag}; it belongs to target {' and '.join(owners)}"
+    return f"unknown key{_did_you_mean(key, _keys_at(loc))}"
+
+
+def _without_tags(loc: Sequence[int | str]) -> list[int | str]:
+    """The location without pydantic's union tags: the one right after an instance's index or `firewall`."""
+    out: list[int | str] = []
+    for index, part in enumerate(loc):
+        after = loc[index - 1] if index else None
+        tag = isinstance(part, str) and part in _TAGS and (isinstance(after, int) or after == "firewall")
+        if not tag and not (isinstance(part, str) and part.startswith("function-")):
+            out.append(part)
+    return out
 
 
 def _key(loc: Sequence[int | str]) -> str:
     """`('instances', 2, 'static', 'staticHost')` -> `ssh-gateway:instances[2].staticHost` (union tags dropped)."""
-    parts = [p for p in loc if not (isinstance(p, str) and (p in _TAGS or p.startswith("function-")))]
+    parts = _without_tags(loc)
     out = f"{NAMESPACE}:{parts[0]}" if parts else NAMESPACE
     for part in parts[1:]:
         out += f"[{part}]" if isinstance(part, int) else f".{part}"
@@ -346,9 +367,7 @@ def _key(loc: Sequence[int | str]) -> str:
 
 
 def _value_at(raw: Any, loc: Sequence[int | str]) -> Any:
-    for part in loc:
-        if isinstance(part, str) and part in _TAGS:
-            continue
+    for part in _without_tags(loc):
         try:
             raw = raw[part]
         except (KeyError, IndexError, TypeError):
@@ -369,7 +388,7 @@ def _describe(err: Any, raw: Mapping[str, Any]) -> str:
         return f"{NAMESPACE}:{key}: {message}"
     value = _value_at(raw, loc)
     if err["type"] == "extra_forbidden":
-        return f"{_key(loc)}: unknown key{_did_you_mean(str(loc[-1]), _keys_at(loc))}"
+        return f"{_key(loc)}: {_unknown_key(loc)}"
     if err["type"] == "unknown_target":
         target = _value_at(raw, (*loc, "target"))
         return f"{_key(loc)}.target = {json.dumps(target)}: {message}{_did_you_mean(str(target), TARGETS)}"

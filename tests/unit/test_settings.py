@@ -118,7 +118,7 @@ def test_target_and_firewall_are_unions_tagged_by_their_field() -> None:
         ),
         (
             {"instances": [{"name": "a", "target": "static", "staticHost": "h", "staticPort": 22, "podPort": 2}]},
-            "ssh-gateway:instances[0].podPort: unknown key",
+            "ssh-gateway:instances[0].podPort: not a key of target static; it belongs to target nodePort and clusterIp",
         ),
         (
             {"firewall": {"resourceGroup": "rg", "nsgName": "n", "sourceCidrs": ["10.0.0.0/8"], "priorityBase": 4090}},

@@ -22,12 +22,12 @@ import pytest
 from pulumi import automation as auto
 
 from pangolin_emulator.harness import EmulatorHandle, running_emulator
+from ssh_gateway.core.host_identity import openssh_public_key
 from ssh_gateway.local.sshd import LocalSshd, ensure_client_keypair
 from ssh_gateway.ops.automation import open_stack, remove_stack
 from ssh_gateway.ops.doctor import diagnose, endpoints_from_outputs
 from ssh_gateway.ops.doctor.__main__ import main as doctor_main
 from ssh_gateway.ops.toolchain import REPO
-from ssh_gateway.sshkeys import openssh_public_key
 
 from .conftest import change_by_hand, stack_config
 from .local_ports import free_port, free_port_block

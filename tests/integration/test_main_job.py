@@ -22,11 +22,11 @@ from pulumi import automation as auto
 
 from pangolin_emulator.harness import DetachedEmulator
 from pangolin_emulator.keys import generate_api_key
+from ssh_gateway.core.host_identity import openssh_public_key
 from ssh_gateway.local.sshd import DEMO_HOST_KEY_SEED, LocalSshd, login_user, wait_for_port
 from ssh_gateway.ops.automation import open_stack, remove_stack
 from ssh_gateway.ops.doctor.__main__ import main as doctor_main
 from ssh_gateway.ops.toolchain import REPO
-from ssh_gateway.sshkeys import openssh_public_key
 
 from .local_ports import free_port, free_port_block
 

@@ -129,15 +129,7 @@ def build(settings: Settings, *, org: OrgView, project: str, stack: str) -> dict
         "hostKeys": pulumi.Output.all(**{n: i.host_key_line for n, i in instances.items()}).apply(
             lambda lines: {name: line for name, line in lines.items() if line}
         ),
-        "hostCa": [
-            {
-                "generation": g,
-                "publicKey": ca.public_key,
-                "fingerprint": ca.fingerprint,
-                "signing": g == _signer(settings),
-            }
-            for g, ca in authorities.items()
-        ],
+        "hostCa": _host_ca(settings, authorities),
         "hostIdentities": _host_identities(instances),
         "allocations": allocation.ports,
         "releasedPorts": allocation.released,
@@ -219,12 +211,6 @@ def _ca_line(patterns: tuple[str, ...], comment: str, ca_public_key: str) -> str
     return line
 
 
-def _signer(settings: Settings) -> int | None:
-    """The CA generation that signs the certificates; None when host identity is off."""
-    identity = settings.host_identity
-    return identity.ca.signer if isinstance(identity, HostIdentityOn) else None
-
-
 def _host_authorities(settings: Settings) -> dict[int, SshHostCa]:
     """One SshHostCa per published generation, at stack level (no instance owns the CA)."""
     identity = settings.host_identity
@@ -236,10 +222,10 @@ def _host_authorities(settings: Settings) -> dict[int, SshHostCa]:
 def _host_identity_args(
     settings: Settings, inst: Instance, authorities: dict[int, SshHostCa], *, key_id: str
 ) -> HostIdentityArgs | None:
-    identity, signer = settings.host_identity, _signer(settings)
-    if not isinstance(identity, HostIdentityOn) or signer is None or not settings.issues_host_key(inst):
+    identity = settings.host_identity
+    if not isinstance(identity, HostIdentityOn) or not settings.issues_host_key(inst):
         return None
-    ca = authorities[signer]
+    ca = authorities[identity.ca.signer]
     return HostIdentityArgs(
         principals=principals(settings.gateway.host_template, inst.name),
         ca_public_key=ca.public_key,
@@ -249,6 +235,16 @@ def _host_identity_args(
         key_id=key_id,
         secret=settings.delivers_secret(inst),
     )
+
+
+def _host_ca(settings: Settings, authorities: dict[int, SshHostCa]) -> list[dict[str, pulumi.Input[object]]]:
+    """The published CAs: generation, public key, fingerprint, and whether it is the one that signs."""
+    identity = settings.host_identity
+    signer = identity.ca.signer if isinstance(identity, HostIdentityOn) else None
+    return [
+        {"generation": g, "publicKey": ca.public_key, "fingerprint": ca.fingerprint, "signing": g == signer}
+        for g, ca in authorities.items()
+    ]
 
 
 def _known_hosts(

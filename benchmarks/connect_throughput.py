@@ -19,9 +19,9 @@ import time
 from pathlib import Path
 
 from ssh_gateway.core.connect import ConnectGateway, ConnectInstance, connect_cluster, connect_manifests
+from ssh_gateway.core.host_identity import openssh_public_key
 from ssh_gateway.local.envoy import EnvoyGateway, free_port
 from ssh_gateway.local.sshd import KeyPair, LocalSshd, ensure_client_keypair, login_user
-from ssh_gateway.sshkeys import openssh_public_key
 
 SELECTOR = {"istio": "ingressgateway"}
 

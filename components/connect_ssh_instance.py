@@ -1,9 +1,10 @@
 """`ConnectSshInstance`: one instance with routing `connect`, reached through the stack's CONNECT entry.
 
-Children: the ClusterIP Service `ssh-<instance>` in front of the pod's sshd, and the EnvoyFilter that adds the
+Children: the ClusterIP Service `ssh-<instance>` in front of the pod's sshd, the EnvoyFilter that adds the
 instance's virtual host (CONNECT to its authority -> the Service's port 22) to the gateway's route configuration
-(`ssh_gateway.core.connect.instance_route_filter`). No public port, no Pangolin resource, no NSG rule: those
-are the stack's one `ConnectEntry`.
+(`ssh_gateway.core.connect.instance_route_filter`), and - unless a host key is pinned - its issued host key and
+the Secret the pod mounts it from (`components.host_identity`, as for a port-mode instance). No public port, no
+Pangolin resource, no NSG rule: those are the stack's one `ConnectEntry`.
 """
 
 from __future__ import annotations
@@ -24,8 +25,12 @@ from ssh_gateway.core.connect import (
     instance_route_filter,
     proxytunnel_command,
 )
+from ssh_gateway.core.host_identity import ssh_config_identity_lines
 from ssh_gateway.core.names import COMPONENT_TYPE, CONNECT_INSTANCE_TYPE, Role, child_name, ssh_alias
 from ssh_gateway.core.targets import SKIP_AWAIT_ANNOTATIONS, ServiceSpec
+from ssh_gateway.core.trust import plain_line
+
+from .host_identity import HostIdentityArgs, issue_host_identity
 
 __all__ = ["ConnectSshInstance", "ConnectSshInstanceArgs"]
 
@@ -54,6 +59,11 @@ class ConnectSshInstanceArgs:
     """ssh's keepalive, so an idle session outlives the gateway's stream idle timeout."""
     host_key: str | None = None
     """The instance's pinned public host key, for a known_hosts line under its HostKeyAlias."""
+    host_identity: HostIdentityArgs | None = None
+    """The issued host key and certificate; None with a pinned `host_key` or when host identity is off."""
+    known_hosts_file: str | None = None
+    """`UserKnownHostsFile` of the ssh config block (where the user keeps the stack's knownHosts), with
+    `StrictHostKeyChecking yes`; None when the stack publishes nothing that vouches for this instance."""
 
 
 class ConnectSshInstance(pulumi.ComponentResource):
@@ -68,7 +78,11 @@ class ConnectSshInstance(pulumi.ComponentResource):
     ssh_config: pulumi.Output[str]
     """An OpenSSH `Host` block for this instance alone."""
     known_hosts: pulumi.Output[str]
-    """A `ssh-<instance> key` line (the HostKeyAlias) when a host key is pinned, else empty."""
+    """A plain known_hosts line under the HostKeyAlias when a host key is pinned, else empty."""
+    host_key_line: pulumi.Output[str]
+    """A plain known_hosts line (under the HostKeyAlias) for the key the instance serves, issued or pinned."""
+    identity_files: pulumi.Output[dict[str, str] | None]
+    """The issued files when no Secret delivers them (rendered manifests), else None. Secret."""
 
     def __init__(self, name: str, args: ConnectSshInstanceArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         # The alias lets an instance switch from routing port to connect: its Service keeps its URN (updated in
@@ -94,6 +108,12 @@ class ConnectSshInstance(pulumi.ComponentResource):
         )
 
         alias_name = ssh_alias(args.instance)
+        # Every connect-mode instance shares the entry's address: ssh looks its key up under the HostKeyAlias.
+        pinned = pulumi.Output.from_input(plain_line(alias_name, args.host_key) if args.host_key else "")
+        identity = args.host_identity
+        issued = (
+            issue_host_identity(self, name, args.instance, identity, alias_name, args.service) if identity else None
+        )
         authority = args.route.authority
         proxy = proxytunnel_command(args.entry.host, args.entry.port)
         self.authority = pulumi.Output.from_input(authority)
@@ -102,16 +122,21 @@ class ConnectSshInstance(pulumi.ComponentResource):
         self.ssh_command = pulumi.Output.from_input(
             f'ssh -o "ProxyCommand={proxy}" -o HostKeyAlias={alias_name} {args.user}@{authority}'
         )
-        self.ssh_config = pulumi.Output.from_input(
-            connect_ssh_config(
-                alias=alias_name,
-                authority=authority,
-                user=args.user,
-                entry=args.entry,
-                server_alive_interval=args.server_alive_interval,
-            )
+        block = connect_ssh_config(
+            alias=alias_name,
+            authority=authority,
+            user=args.user,
+            entry=args.entry,
+            server_alive_interval=args.server_alive_interval,
         )
-        self.known_hosts = pulumi.Output.from_input(f"{alias_name} {args.host_key}" if args.host_key else "")
+        if args.known_hosts_file is not None:  # the block already has its HostKeyAlias
+            block += "".join(
+                f"    {line}\n" for line in ssh_config_identity_lines(known_hosts_file=args.known_hosts_file)
+            )
+        self.ssh_config = pulumi.Output.from_input(block)
+        self.known_hosts = pinned
+        self.host_key_line = issued[0] if issued else pinned
+        self.identity_files = issued[1] if issued else pulumi.Output.from_input(None)
         self.register_outputs(
             {
                 "authority": self.authority,
@@ -120,6 +145,8 @@ class ConnectSshInstance(pulumi.ComponentResource):
                 "ssh_command": self.ssh_command,
                 "ssh_config": self.ssh_config,
                 "known_hosts": self.known_hosts,
+                "host_key_line": self.host_key_line,
+                "identity_files": self.identity_files,
             }
         )
 

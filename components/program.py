@@ -8,21 +8,26 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterable
+from functools import partial
 from typing import Final
 
 import pulumi
 import pulumi_kubernetes as k8s
 from pulumi.runtime.config import CONFIG
 
+from providers.host_identity import SshHostCa, SshHostCaArgs
 from providers.pangolin.errors import PangolinError
 from providers.pangolin.org import read_org
 from providers.port_allocation.resource import PortAllocation, PortAllocationArgs
 from ssh_gateway.core.connect import PangolinEntry
 from ssh_gateway.core.credentials import find_api_key
 from ssh_gateway.core.firewall import connect_priority, nsg_priority
+from ssh_gateway.core.host_identity import cert_authority_lines
 from ssh_gateway.core.names import (
     CONNECT_ENTRY,
     connect_resource_name,
+    host_ca_name,
     owner_prefix,
     pangolin_resource_name,
     public_host,
@@ -32,6 +37,8 @@ from ssh_gateway.core.settings import (
     Connect,
     ConnectModeInstance,
     FirewallOn,
+    HostIdentityOn,
+    Instance,
     PortModeInstance,
     Settings,
     SettingsError,
@@ -39,9 +46,18 @@ from ssh_gateway.core.settings import (
     parse_settings,
 )
 from ssh_gateway.core.targets import StaticTarget
+from ssh_gateway.core.trust import (
+    ca_comment,
+    ca_patterns,
+    connect_principals,
+    host_key_alias,
+    known_hosts_file,
+    principals,
+)
 
 from .connect_entry import ConnectEntry, ConnectEntryArgs
 from .connect_ssh_instance import ConnectSshInstance, ConnectSshInstanceArgs
+from .host_identity import HostIdentityArgs
 from .ssh_instance import FirewallRuleArgs, PangolinTargetArgs, SshInstance, SshInstanceArgs
 
 __all__ = ["build", "check_connect_port", "load_settings", "read_pangolin_org", "run"]
@@ -127,9 +143,12 @@ def build(settings: Settings, *, org: OrgView, project: str, stack: str) -> dict
     )
     k8s_provider = _kubernetes_provider(settings)
     k8s_opts = pulumi.ResourceOptions(providers=[k8s_provider] if k8s_provider else None)
+    authorities = _host_authorities(settings)
     by_port = {
         inst.name: SshInstance(
-            inst.name, _instance_args(settings, inst, allocation, org, project=project, stack=stack), k8s_opts
+            inst.name,
+            _instance_args(settings, inst, allocation, org, authorities, project=project, stack=stack),
+            k8s_opts,
         )
         for inst in port_mode
     }
@@ -139,21 +158,30 @@ def build(settings: Settings, *, org: OrgView, project: str, stack: str) -> dict
     if settings.connect is not None:
         entry = ConnectEntry(CONNECT_ENTRY, _entry_args(settings, org, project=project, stack=stack), k8s_opts)
         by_connect = {
-            inst.name: ConnectSshInstance(inst.name, _connect_instance_args(settings, settings.connect, inst), k8s_opts)
+            inst.name: ConnectSshInstance(
+                inst.name,
+                _connect_instance_args(settings, settings.connect, inst, authorities, project=project, stack=stack),
+                k8s_opts,
+            )
             for inst in settings.instances
             if isinstance(inst, ConnectModeInstance)
         }
         endpoints.update({name: _connect_endpoint(i, entry) for name, i in by_connect.items()})
         outputs["connect"] = _connect_output(settings.connect, entry)
     # The settings order, whatever the routing (the settings refuse connect-mode instances without `connect`).
-    ordered = [by_port.get(i.name) or by_connect[i.name] for i in settings.instances]
+    instances: dict[str, SshInstance | ConnectSshInstance] = {
+        i.name: by_port.get(i.name) or by_connect[i.name] for i in settings.instances
+    }
     return {
         "endpoints": {i.name: endpoints[i.name] for i in settings.instances},
         "pangolin": {"url": settings.pangolin.url, "orgId": settings.pangolin.org_id},
-        "sshConfig": pulumi.Output.all(*[i.ssh_config for i in ordered]).apply("\n".join),
-        "knownHosts": pulumi.Output.all(*[i.known_hosts for i in ordered]).apply(
-            lambda lines: "\n".join(line for line in lines if line)
+        "sshConfig": pulumi.Output.all(*[i.ssh_config for i in instances.values()]).apply("\n".join),
+        "knownHosts": _known_hosts(settings, authorities, instances.values(), stack=stack),
+        "hostKeys": pulumi.Output.all(**{n: i.host_key_line for n, i in instances.items()}).apply(
+            lambda lines: {name: line for name, line in lines.items() if line}
         ),
+        "hostCa": _host_ca(settings, authorities),
+        "hostIdentities": _host_identities(instances),
         "allocations": allocation.ports,
         "releasedPorts": allocation.released,
         "portRange": str(port_range),
@@ -252,16 +280,31 @@ def _entry_args(settings: Settings, org: OrgView, *, project: str, stack: str) -
     )
 
 
-def _connect_instance_args(settings: Settings, connect: Connect, inst: ConnectModeInstance) -> ConnectSshInstanceArgs:
+def _connect_instance_args(
+    settings: Settings,
+    connect: Connect,
+    inst: ConnectModeInstance,
+    authorities: dict[int, SshHostCa],
+    *,
+    project: str,
+    stack: str,
+) -> ConnectSshInstanceArgs:
+    route = settings.connect_instance(inst)
+    # The certificate's key id names the instance the way a port-mode one's does (its own Pangolin name).
+    key_id = pangolin_resource_name(project, stack, inst.name)
     return ConnectSshInstanceArgs(
         instance=inst.name,
         user=inst.user,
         service=settings.connect_service(inst),
-        route=settings.connect_instance(inst),
+        route=route,
         gateway=settings.connect_gateway(),
         entry=settings.connect_entry(),
         server_alive_interval=connect.server_alive_interval,
         host_key=inst.host_key,
+        host_identity=_host_identity_args(
+            settings, inst, authorities, key_id=key_id, names=connect_principals(route.authority, inst.name)
+        ),
+        known_hosts_file=known_hosts_file(stack) if inst.host_key or settings.issues_host_key(inst) else None,
     )
 
 
@@ -284,7 +327,14 @@ def _kubernetes_provider(settings: Settings) -> k8s.Provider | None:
 
 
 def _instance_args(
-    settings: Settings, inst: PortModeInstance, allocation: PortAllocation, org: OrgView, *, project: str, stack: str
+    settings: Settings,
+    inst: PortModeInstance,
+    allocation: PortAllocation,
+    org: OrgView,
+    authorities: dict[int, SshHostCa],
+    *,
+    project: str,
+    stack: str,
 ) -> SshInstanceArgs:
     port = allocation.ports.apply(lambda ports: int(ports[inst.name]))
     fw = settings.firewall
@@ -312,4 +362,82 @@ def _instance_args(
         target=settings.target_of(inst),
         firewall=firewall,
         host_key=inst.host_key,
+        host_identity=_host_identity_args(settings, inst, authorities, key_id=name),
+        host_key_alias=host_key_alias(settings.gateway.host_template, inst.name),
+        known_hosts_file=known_hosts_file(stack) if inst.host_key or settings.issues_host_key(inst) else None,
+    )
+
+
+def _host_identities(
+    instances: dict[str, SshInstance | ConnectSshInstance],
+) -> pulumi.Output[dict[str, dict[str, str]]]:
+    """The issued identities no Secret delivers (static targets, rendered manifests), for the operator to
+    install: instance -> privateKey, publicKey, certificate. A secret output as a whole."""
+    issued: pulumi.Output[dict[str, dict[str, str]]] = pulumi.Output.all(
+        **{n: i.identity_files for n, i in instances.items()}
+    ).apply(lambda files: {name: f for name, f in files.items() if f is not None})
+    return pulumi.Output.secret(issued)
+
+
+def _ca_line(patterns: tuple[str, ...], comment: str, ca_public_key: str) -> str:
+    (line,) = cert_authority_lines(patterns, [ca_public_key], comment)
+    return line
+
+
+def _host_authorities(settings: Settings) -> dict[int, SshHostCa]:
+    """One SshHostCa per published generation, at stack level (no instance owns the CA)."""
+    identity = settings.host_identity
+    if not isinstance(identity, HostIdentityOn):
+        return {}
+    return {g: SshHostCa(host_ca_name(g), SshHostCaArgs(generation=g)) for g in identity.ca.generations}
+
+
+def _host_identity_args(
+    settings: Settings,
+    inst: Instance,
+    authorities: dict[int, SshHostCa],
+    *,
+    key_id: str,
+    names: tuple[str, ...] | None = None,
+) -> HostIdentityArgs | None:
+    """`names`: the certificate's principals (default: a port-mode instance's public host and alias)."""
+    identity = settings.host_identity
+    if not isinstance(identity, HostIdentityOn) or not settings.issues_host_key(inst):
+        return None
+    ca = authorities[identity.ca.signer]
+    return HostIdentityArgs(
+        principals=names or principals(settings.gateway.host_template, inst.name),
+        ca_public_key=ca.public_key,
+        ca_private_key=ca.private_key,
+        valid_days=identity.valid_days,
+        generation=inst.host_key_generation,
+        key_id=key_id,
+        secret=settings.delivers_secret(inst),
+    )
+
+
+def _host_ca(settings: Settings, authorities: dict[int, SshHostCa]) -> list[dict[str, pulumi.Input[object]]]:
+    """The published CAs: generation, public key, fingerprint, and whether it is the one that signs."""
+    identity = settings.host_identity
+    signer = identity.ca.signer if isinstance(identity, HostIdentityOn) else None
+    return [
+        {"generation": g, "publicKey": ca.public_key, "fingerprint": ca.fingerprint, "signing": g == signer}
+        for g, ca in authorities.items()
+    ]
+
+
+def _known_hosts(
+    settings: Settings,
+    authorities: dict[int, SshHostCa],
+    instances: Iterable[SshInstance | ConnectSshInstance],
+    *,
+    stack: str,
+) -> pulumi.Output[str]:
+    """One `@cert-authority` line per published CA, covering every instance's names on every port (today's
+    and tomorrow's; with connect-mode instances, their aliases), then a plain line per pinned `hostKey`."""
+    connected = any(isinstance(i, ConnectModeInstance) for i in settings.instances)
+    patterns = ca_patterns(settings.gateway.host_template, aliases=connected)
+    ca_lines = [ca.public_key.apply(partial(_ca_line, patterns, ca_comment(stack, g))) for g, ca in authorities.items()]
+    return pulumi.Output.all(*ca_lines, *[i.known_hosts for i in instances]).apply(
+        lambda lines: "\n".join(line for line in lines if line)
     )

@@ -1,8 +1,9 @@
 """`SshInstance`: one instance's public ssh endpoint as one declarative unit.
 
 Children: the `ssh-<instance>` Service in front of the pod's sshd (not for static targets), the Pangolin TCP
-resource on the instance's allocated public port with its target, and the Azure NSG inbound rule for
-exactly that port.
+resource on the instance's allocated public port with its target, the Azure NSG inbound rule for
+exactly that port, and - unless a host key is pinned - the instance's host key with its certificate
+(`SshHostKey`) and the `ssh-<instance>-host-key` Secret the pod mounts it from.
 """
 
 from __future__ import annotations
@@ -16,7 +17,14 @@ import pulumi_kubernetes as k8s
 
 from providers.pangolin import PangolinTcpResource, PangolinTcpResourceArgs
 from ssh_gateway.core.firewall import Sources, source_fields
-from ssh_gateway.core.names import COMPONENT_TYPE, CONNECT_INSTANCE_TYPE, Role, child_name, ssh_alias
+from ssh_gateway.core.host_identity import ssh_config_identity_lines
+from ssh_gateway.core.names import (
+    COMPONENT_TYPE,
+    CONNECT_INSTANCE_TYPE,
+    Role,
+    child_name,
+    ssh_alias,
+)
 from ssh_gateway.core.targets import (
     SKIP_AWAIT_ANNOTATIONS,
     ClusterIpTarget,
@@ -25,6 +33,9 @@ from ssh_gateway.core.targets import (
     StaticTarget,
     Target,
 )
+from ssh_gateway.core.trust import plain_line
+
+from .host_identity import HostIdentityArgs, issue_host_identity
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -77,6 +88,14 @@ class SshInstanceArgs:
     """The NSG rule; None when the stack has no firewall layer (local)."""
     host_key: str | None = None
     """The instance's pinned public host key (`ssh-ed25519 AAAA...`), for a known_hosts line."""
+    host_identity: HostIdentityArgs | None = None
+    """The issued host key and certificate; None with a pinned `host_key` or when host identity is off."""
+    host_key_alias: str | None = None
+    """`HostKeyAlias` of the ssh config block where instances share a HostName: the name known_hosts is
+    searched under instead of the host."""
+    known_hosts_file: str | None = None
+    """`UserKnownHostsFile` of the ssh config block (where the user keeps the stack's knownHosts), with
+    `StrictHostKeyChecking yes`; None when the stack publishes nothing that vouches for this instance."""
 
 
 class SshInstance(pulumi.ComponentResource):
@@ -89,7 +108,12 @@ class SshInstance(pulumi.ComponentResource):
     ssh_config: pulumi.Output[str]
     """An OpenSSH `Host` block for this instance alone (VS Code Remote-SSH lists each one)."""
     known_hosts: pulumi.Output[str]
-    """A `[host]:port key` line when a host key is pinned, else empty."""
+    """A plain known_hosts line (every port) when a host key is pinned, else empty."""
+    host_key_line: pulumi.Output[str]
+    """A plain known_hosts line for the key the instance serves, issued or pinned; empty when neither."""
+    identity_files: pulumi.Output[dict[str, str] | None]
+    """The issued `privateKey`, `publicKey` and `certificate` when no Secret delivers them (a static target,
+    rendered manifests), for the operator to install; else None. Secret."""
     pangolin_resource_id: pulumi.Output[int]
 
     def __init__(self, name: str, args: SshInstanceArgs, opts: pulumi.ResourceOptions | None = None) -> None:
@@ -116,6 +140,12 @@ class SshInstance(pulumi.ComponentResource):
         )
         if args.firewall is not None:
             self._create_firewall_rule(name, args, args.firewall, pangolin_resource)
+        # Port-agnostic, under the name ssh looks the instance up by: a moved port meets no stale entry.
+        lookup = args.host_key_alias or args.public_host
+        pinned = pulumi.Output.from_input(plain_line(lookup, args.host_key) if args.host_key else "")
+        identity = args.host_identity
+        service = None if isinstance(args.target, StaticTarget) else args.target.service
+        issued = issue_host_identity(self, name, args.instance, identity, lookup, service) if identity else None
 
         port = pulumi.Output.from_input(args.public_port)
         self.host = pulumi.Output.from_input(args.public_host)
@@ -123,7 +153,9 @@ class SshInstance(pulumi.ComponentResource):
         self.user = pulumi.Output.from_input(args.user)
         self.ssh_command = port.apply(lambda p: f"ssh -p {p} {args.user}@{args.public_host}")
         self.ssh_config = port.apply(lambda p: _host_block(args, p))
-        self.known_hosts = port.apply(lambda p: f"[{args.public_host}]:{p} {args.host_key}" if args.host_key else "")
+        self.known_hosts = pinned
+        self.host_key_line = issued[0] if issued else pinned
+        self.identity_files = issued[1] if issued else pulumi.Output.from_input(None)
         self.pangolin_resource_id = pangolin_resource.resource_id
         self.register_outputs(
             {
@@ -133,6 +165,8 @@ class SshInstance(pulumi.ComponentResource):
                 "ssh_command": self.ssh_command,
                 "ssh_config": self.ssh_config,
                 "known_hosts": self.known_hosts,
+                "host_key_line": self.host_key_line,
+                "identity_files": self.identity_files,
                 "pangolin_resource_id": self.pangolin_resource_id,
             }
         )
@@ -214,4 +248,7 @@ def _host_block(args: SshInstanceArgs, port: int) -> str:
         f"    Port {port}",
         f"    User {args.user}",
     ]
+    if args.known_hosts_file is not None:
+        identity = ssh_config_identity_lines(known_hosts_file=args.known_hosts_file, host_key_alias=args.host_key_alias)
+        lines += [f"    {line}" for line in identity]
     return "\n".join(lines) + "\n"

@@ -1,6 +1,6 @@
 """`SshHostCa` and `SshHostKey`: the stack's SSH host CA and one host key with its certificate per instance.
 
-Type tokens `pulumi-python:dynamic/ssh-gateway:SshHostCa` and `pulumi-python:dynamic/ssh-gateway:SshHostKey`.
+Type tokens `HOST_CA_TYPE` and `HOST_KEY_TYPE` of `ssh_gateway.core.names`.
 Private keys are outputs the engine encrypts in state (`additional_secret_outputs`), and the CA's private key
 reaches a host key as a secret input whatever the caller passes.
 """
@@ -15,6 +15,7 @@ import pulumi
 import pulumi.dynamic
 
 from providers.pickling import unwrap_batch_setitems
+from ssh_gateway.core.names import HOST_CA_KIND, HOST_IDENTITY_MODULE, HOST_KEY_KIND
 
 from .models import SECRET_OUTPUTS
 from .provider import SshHostCaProvider, SshHostKeyProvider
@@ -70,7 +71,7 @@ def _with_secret_outputs(opts: pulumi.ResourceOptions | None) -> pulumi.Resource
     return pulumi.ResourceOptions.merge(opts, pulumi.ResourceOptions(additional_secret_outputs=list(SECRET_OUTPUTS)))
 
 
-class SshHostCa(_CamelCaseProperties, pulumi.dynamic.Resource, module="ssh-gateway", name="SshHostCa"):
+class SshHostCa(_CamelCaseProperties, pulumi.dynamic.Resource, module=HOST_IDENTITY_MODULE, name=HOST_CA_KIND):
     """An Ed25519 SSH host CA, generated once (per `generation`) and kept only in state."""
 
     _attributes: ClassVar[dict[str, str]] = {
@@ -98,7 +99,7 @@ class SshHostCa(_CamelCaseProperties, pulumi.dynamic.Resource, module="ssh-gatew
         super().__init__(SshHostCaProvider(), name, props, _with_secret_outputs(opts))
 
 
-class SshHostKey(_CamelCaseProperties, pulumi.dynamic.Resource, module="ssh-gateway", name="SshHostKey"):
+class SshHostKey(_CamelCaseProperties, pulumi.dynamic.Resource, module=HOST_IDENTITY_MODULE, name=HOST_KEY_KIND):
     """An instance's Ed25519 host key (generated once per `generation`) and its host certificate."""
 
     _attributes: ClassVar[dict[str, str]] = {

@@ -32,7 +32,7 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Final
+from typing import Final, Literal
 
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
@@ -52,6 +52,7 @@ __all__ = [
     "HostCertificate",
     "HostIdentityError",
     "KeyPair",
+    "RejectReason",
     "Validity",
     "cert_authority_lines",
     "certificates_in_keyscan",
@@ -103,8 +104,18 @@ class HostIdentityError(ValueError):
     """A key, certificate, principal or pattern that is not valid here; the message names the value."""
 
 
+RejectReason = Literal["malformed", "ca", "principal", "not-yet-valid", "expired"]
+"""Why a certificate was refused: not a valid host certificate at all, another CA, no principal for the name
+dialled, or outside its validity."""
+
+
 class CertificateRejected(HostIdentityError):
     """A served host certificate that a client must refuse: another CA, no matching principal, or not valid now."""
+
+    def __init__(self, message: str, *, reason: RejectReason) -> None:
+        super().__init__(message)
+        self.reason: RejectReason = reason
+        """Which check failed, for the doctor's fix."""
 
 
 def _shown(value: str, limit: int = 40) -> str:
@@ -163,7 +174,7 @@ def key_pair_from_seed(seed: bytes) -> KeyPair:
 
 
 def openssh_private_key(seed: bytes) -> str:
-    """The private key file of a seed's key (what `ssh_gateway/sshkeys.py` made by hand)."""
+    """The private key file of a seed's key (the demo sshd's fixed key)."""
     return key_pair_from_seed(seed).private_key
 
 
@@ -347,11 +358,13 @@ def parse_host_certificate(certificate: str, *, name: str = "certificate") -> Ho
     if not isinstance(parsed, serialization.SSHCertificate):  # pragma: no cover - the type was checked above
         raise HostIdentityError(f"{name}={_shown(certificate)} is not a certificate")
     if parsed.type != serialization.SSHCertificateType.HOST:
-        raise CertificateRejected(f"{name} is a user certificate, not a host certificate")
+        raise CertificateRejected(f"{name} is a user certificate, not a host certificate", reason="malformed")
     try:
         parsed.verify_cert_signature()
     except InvalidSignature:
-        raise CertificateRejected(f"{name}'s signature does not verify: it was altered or is corrupt") from None
+        raise CertificateRejected(
+            f"{name}'s signature does not verify: it was altered or is corrupt", reason="malformed"
+        ) from None
     host, ca = parsed.public_key(), parsed.signature_key()
     if not isinstance(host, Ed25519PublicKey) or not isinstance(ca, Ed25519PublicKey):
         raise HostIdentityError(f"{name} certifies or is signed by a key that is not Ed25519")
@@ -378,19 +391,26 @@ def verify_host_certificate(
         known = ", ".join(sorted(fingerprint(key) for key in trusted)) or "none"
         raise CertificateRejected(
             f"certificate of {parsed.fingerprint} is signed by {fingerprint(parsed.ca_public_key)}, "
-            f"not by the stack's host CA ({known})"
+            f"not by the stack's host CA ({known})",
+            reason="ca",
         )
     dialled = principal.lower()
     if dialled not in parsed.principals:
         raise CertificateRejected(
             f"certificate of {parsed.fingerprint} is not for {principal!r}: its principals are "
-            f"{', '.join(parsed.principals) or 'none'}"
+            f"{', '.join(parsed.principals) or 'none'}",
+            reason="principal",
         )
     current = int(time.time()) if now is None else now
     if current < parsed.valid_after:
-        raise CertificateRejected(f"certificate of {parsed.fingerprint} is not valid before {_utc(parsed.valid_after)}")
+        raise CertificateRejected(
+            f"certificate of {parsed.fingerprint} is not valid before {_utc(parsed.valid_after)}",
+            reason="not-yet-valid",
+        )
     if current >= parsed.valid_before:
-        raise CertificateRejected(f"certificate of {parsed.fingerprint} expired at {_utc(parsed.valid_before)}")
+        raise CertificateRejected(
+            f"certificate of {parsed.fingerprint} expired at {_utc(parsed.valid_before)}", reason="expired"
+        )
     return parsed
 
 

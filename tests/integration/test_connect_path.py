@@ -32,6 +32,7 @@ from ssh_gateway.core.connect import (
     connect_manifests,
     instance_route_filter,
 )
+from ssh_gateway.core.host_identity import openssh_public_key
 from ssh_gateway.local.envoy import (
     EnvoyError,
     EnvoyGateway,
@@ -45,7 +46,6 @@ from ssh_gateway.local.envoy import (
 )
 from ssh_gateway.local.sshd import KeyPair, LocalSshd, ensure_client_keypair, login_user
 from ssh_gateway.ops.toolchain import ToolchainMissing
-from ssh_gateway.sshkeys import openssh_public_key
 
 pytestmark = pytest.mark.integration
 

@@ -4,18 +4,18 @@
    casing translation on the way), accepted by Istio's own validation (`istio-envoyfilter validate`), applied
    by Istio's patch code to a gateway as istiod builds it, and the result accepted by `envoy --mode validate`.
    Switching an instance from port to connect updates its Service in place (same uid); destroy removes all.
-2. The data path of such a stack: real `ssh` with the generated ssh config block (ProxyCommand proxytunnel) ->
-   the emulator's data plane on the CONNECT port (the stack's one Pangolin resource) -> a real Envoy configured
-   like an Istio gateway, with the filters read back from the API server -> a real sshd.
+2. The data path of such a stack: real `ssh` with the generated ssh config block (ProxyCommand proxytunnel) and
+   only the stack's CA line -> the emulator's data plane on the CONNECT port (the stack's one Pangolin resource)
+   -> a real Envoy configured like an Istio gateway, with the filters read back from the API server -> a real
+   sshd serving the host key and certificate of the Secret read back from the API server.
 """
 
 from __future__ import annotations
 
-import hashlib
+import base64
 import json
 import subprocess
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,10 +38,10 @@ from ssh_gateway.local.envoy import (
     gateway_route_configuration,
     istio_helper,
 )
-from ssh_gateway.local.sshd import KeyPair, LocalSshd, ensure_client_keypair, login_user
+from ssh_gateway.local.sshd import KeyPair, ensure_client_keypair, login_user
+from ssh_gateway.local.sshd_identity import IdentitySshd, mount_secret
 from ssh_gateway.ops.automation import open_stack, remove_stack
 from ssh_gateway.ops.doctor import diagnose, endpoints_from_outputs
-from ssh_gateway.sshkeys import openssh_public_key
 
 from .conftest import StackFactory, stack_config
 from .local_ports import free_port
@@ -187,35 +187,32 @@ def test_envoyfilters_on_a_real_api_server(
 
 
 @pytest.fixture
-def sshd(tmp_path: Path, client_key: KeyPair) -> Iterator[LocalSshd]:
-    seed = hashlib.sha256(b"connect-stack test sshd").digest()
-    server = LocalSshd(tmp_path / "sshd", port=free_port(), authorized_keys=[client_key.public_key], host_key_seed=seed)
-    server.start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture
 def client_key(tmp_path: Path) -> KeyPair:
     return ensure_client_keypair(tmp_path / "client" / "id_ed25519", "connect-stack-test")
+
+
+def read_secret(kube: ControlPlane, namespace: str, name: str) -> dict[str, str]:
+    with kube.client() as api:
+        response = api.get(f"/api/v1/namespaces/{namespace}/secrets/{name}")
+    response.raise_for_status()
+    return {key: base64.b64decode(value).decode() for key, value in response.json()["data"].items()}
 
 
 def test_ssh_through_pangolin_and_envoy_to_sshd(
     kube: ControlPlane,
     istio_crds: list[str],
     kube_namespace: str,
-    sshd: LocalSshd,
     client_key: KeyPair,
     tmp_path: Path,
 ) -> None:
     """As a connect stack has it, on loopback: the gateway Service is Envoy's listener (targetHost 127.0.0.1,
-    servicePort = listenerPort), the instance's endpoints are the sshd (the cluster istiod would build for
-    ssh-gpu-c:22, pointing at pod IP 127.0.0.1 and the podPort)."""
+    servicePort = listenerPort), the instance's endpoints are an sshd (the cluster istiod would build for
+    ssh-gpu-c:22, pointing at pod IP 127.0.0.1 and the podPort) serving the host key and certificate of the
+    Secret the stack created, mounted as a pod mounts it; ssh trusts only the stack's knownHosts (the CA line)."""
     ns, gateway_ns = kube_namespace, f"gw-{uuid.uuid4().hex[:6]}"
     kube.create_namespace(gateway_ns)
     port_range = range(40000, 40020)
-    envoy_port, connect_port = port_outside(port_range), port_outside(port_range)
-    pin = openssh_public_key(sshd.host_key_seed)
+    envoy_port, connect_port, pod_port = (port_outside(port_range) for _ in range(3))
     with running_emulator(tmp_path / "pangolin", data_plane=True) as emulator:
         connect = {
             "gateway": {
@@ -228,18 +225,23 @@ def test_ssh_through_pangolin_and_envoy_to_sshd(
             "serverAliveInterval": 15,
             "public": {"via": "pangolin", "port": connect_port, "host": "127.0.0.1"},
         }
-        instance = {"name": "gpu-c", "routing": "connect", "podPort": sshd.port, "user": login_user(), "hostKey": pin}
+        instance = {"name": "gpu-c", "routing": "connect", "podPort": pod_port, "user": login_user()}
         config = stack_config(emulator, [instance], kubernetes=kube_config(kube, ns), connect=connect)
         stack = open_stack(f"it-{uuid.uuid4().hex[:8]}", config, secrets={"pangolin:apiKey": emulator.api_key})
+        sshd = IdentitySshd(
+            tmp_path / "sshd", mount_dir=tmp_path / "mount", port=pod_port, authorized_keys=[client_key.public_key]
+        )
         try:
             outputs = {k: v.value for k, v in stack.up().outputs.items()}
             authority = f"ssh-gpu-c.{ns}.svc.cluster.local"
             assert outputs["endpoints"]["gpu-c"]["authority"] == authority
+            mount_secret(sshd.mount_dir, read_secret(kube, ns, "ssh-gpu-c-host-key"))
+            sshd.start()
             filters = list(envoy_filters(kube, gateway_ns).values())
             gateway = EnvoyGateway(
                 tmp_path / "envoy",
                 port=envoy_port,
-                clusters={connect_cluster(authority): sshd.port},
+                clusters={connect_cluster(authority): pod_port},
                 filters=filters,
                 selector=SELECTOR,
                 namespace=gateway_ns,
@@ -248,6 +250,7 @@ def test_ssh_through_pangolin_and_envoy_to_sshd(
                 config_file = ssh_files(tmp_path, outputs, client_key)
                 block = outputs["sshConfig"]
                 assert f"ProxyCommand proxytunnel -q -p 127.0.0.1:{connect_port} -d %h:%p" in block
+                assert outputs["knownHosts"].startswith("@cert-authority ") and "\n" not in outputs["knownHosts"]
                 result = subprocess.run(
                     ["ssh", "-F", str(config_file), "ssh-gpu-c", "echo $SSH_CONNECTION"],
                     capture_output=True,
@@ -256,15 +259,20 @@ def test_ssh_through_pangolin_and_envoy_to_sshd(
                     check=False,
                 )
                 assert result.returncode == 0, result.stderr + gateway.log_tail()
-                assert int(result.stdout.split()[3]) == sshd.port
-                # The doctor reads the same outputs: every layer, the CONNECT entry's Pangolin resource included.
+                assert int(result.stdout.split()[3]) == pod_port
+                # The doctor reads the same outputs: every layer, the CONNECT entry's Pangolin resource included,
+                # and the certificate fetched through the tunnel for the HostKeyAlias.
                 project = stack.workspace.project_settings().name
                 endpoints = endpoints_from_outputs(outputs, project=project, stack=stack.name)
                 [report] = diagnose(endpoints, api_url=emulator.url, api_key=emulator.api_key, timeout=10)
+                layers = ("dns", "tcp", "connect", "banner", "hostidentity", "pangolin")
                 assert {c.layer: c.status for c in report.checks} == {
-                    layer: "ok" for layer in ("dns", "tcp", "connect", "banner", "hostkey", "pangolin")
+                    **{layer: "ok" for layer in layers},
+                    "hostkey": "skip",
                 }, report.checks
+                assert "for ssh-gpu-c, signed by the stack's CA" in report.check("hostidentity").detail
         finally:
+            sshd.stop()
             try:
                 stack.destroy()
             finally:
@@ -272,18 +280,21 @@ def test_ssh_through_pangolin_and_envoy_to_sshd(
 
 
 def ssh_files(directory: Path, outputs: dict[str, Any], key: KeyPair) -> Path:
-    """The stack's `sshConfig` and `knownHosts` outputs as a user would install them, with the test's key."""
+    """The stack's `sshConfig` and `knownHosts` outputs as a user would install them, with the test's key. The
+    test's `Host *` comes first: ssh takes the first value it finds, so its known_hosts stands in for the
+    blocks' `UserKnownHostsFile ~/.ssh/known_hosts.d/...`."""
     known_hosts = directory / "known_hosts"
     known_hosts.write_text(str(outputs["knownHosts"]) + "\n")
     config = directory / "ssh_config"
     config.write_text(
-        str(outputs["sshConfig"])
-        + "\nHost *\n"
+        "Host *\n"
         + f'    IdentityFile "{key.private}"\n'
         + "    IdentitiesOnly yes\n"
         + "    BatchMode yes\n"
         + "    StrictHostKeyChecking yes\n"
         + f'    UserKnownHostsFile "{known_hosts}"\n'
-        + "    ConnectTimeout 10\n"
+        + "    GlobalKnownHostsFile /dev/null\n"
+        + "    ConnectTimeout 10\n\n"
+        + str(outputs["sshConfig"])
     )
     return config

@@ -8,6 +8,7 @@ Like test_main_job.py, it runs the demo's own code on a stack of its own with fr
 
 from __future__ import annotations
 
+import json
 import re
 import socket
 import subprocess
@@ -22,11 +23,10 @@ from pulumi import automation as auto
 
 from pangolin_emulator.keys import generate_api_key
 from ssh_gateway.local.envoy import detached_pid
-from ssh_gateway.local.sshd import DEMO_HOST_KEY_SEED, login_user, wait_for_port
+from ssh_gateway.local.sshd import login_user, wait_for_port
 from ssh_gateway.ops.automation import open_stack, remove_stack
 from ssh_gateway.ops.doctor.__main__ import main as doctor_main
 from ssh_gateway.ops.toolchain import REPO
-from ssh_gateway.sshkeys import openssh_public_key
 
 from .local_ports import free_port, free_port_block
 
@@ -38,6 +38,7 @@ class Demo:
     stack: auto.Stack
     state: Path
     sshd_port: int
+    pod_port: int
     envoy_port: int
     connect_port: int
 
@@ -49,9 +50,9 @@ class Demo:
 
 @pytest.fixture
 def demo(tmp_path: Path) -> Iterator[Demo]:
-    emulator_port, sshd_port, envoy_port, connect_port = free_port(), free_port(), free_port(), free_port()
+    emulator_port, sshd_port, pod_port = free_port(), free_port(), free_port()
+    envoy_port, connect_port = free_port(), free_port()
     ports = free_port_block(4)
-    pin = openssh_public_key(DEMO_HOST_KEY_SEED)
     config = {
         "ssh-gateway:pangolin": {"url": f"http://127.0.0.1:{emulator_port}/v1", "orgId": "acme", "siteId": 1},
         "ssh-gateway:ports": {"range": f"{ports.start}-{ports.stop - 1}"},
@@ -63,12 +64,13 @@ def demo(tmp_path: Path) -> Iterator[Demo]:
             "public": {"via": "pangolin", "port": connect_port},
         },
         "ssh-gateway:instances": [
-            {"name": "alpha", "target": "static", "staticHost": "127.0.0.1", "staticPort": sshd_port, "hostKey": pin},
-            {"name": "gamma", "routing": "connect", "podPort": sshd_port, "hostKey": pin},
+            # Both serve the identities the stack issues them (no pinned hostKey): one sshd each.
+            {"name": "alpha", "target": "static", "staticHost": "127.0.0.1", "staticPort": sshd_port},
+            {"name": "gamma", "routing": "connect", "podPort": pod_port},
         ],
     }
     stack = open_stack(f"it-demo-{uuid.uuid4().hex[:8]}", config, secrets={"pangolin:apiKey": generate_api_key()})
-    demo = Demo(stack, tmp_path / "demo", sshd_port, envoy_port, connect_port)
+    demo = Demo(stack, tmp_path / "demo", sshd_port, pod_port, envoy_port, connect_port)
     try:
         yield demo
     finally:
@@ -80,7 +82,7 @@ def answers(stdout: str) -> dict[str, str]:
     return dict(re.findall(r"^    (\w+): (hello from .*)$", stdout, re.M))
 
 
-def test_both_families_answer_in_one_run(demo: Demo) -> None:
+def test_both_families_answer_in_one_run(demo: Demo, capsys: pytest.CaptureFixture[str]) -> None:
     first = demo.run("--keep")
     assert first.returncode == 0, first.stdout + first.stderr
     me, host = login_user(), socket.gethostname()
@@ -97,7 +99,13 @@ def test_both_families_answer_in_one_run(demo: Demo) -> None:
     envoy_dir = demo.state / "envoy"
     kept = detached_pid(envoy_dir)
     assert kept is not None  # --keep leaves Envoy up with the rest
-    assert doctor_main(["--stack", demo.stack.name, "--timeout", "5"]) == 0
+    capsys.readouterr()
+    assert doctor_main(["--stack", demo.stack.name, "--timeout", "8", "--json"]) == 0
+    found = {i["instance"]: i for i in json.loads(capsys.readouterr().out)["instances"]}
+    gamma = {c["layer"]: (c["status"], c["detail"]) for c in found["gamma"]["checks"]}
+    assert gamma["connect"][0] == "ok" and gamma["pangolin"][0] == "ok"
+    # Its issued certificate, fetched through the tunnel, is the stack CA's for its HostKeyAlias.
+    assert gamma["hostidentity"][0] == "ok" and "for ssh-gamma, signed by the stack's CA" in gamma["hostidentity"][1]
 
     second = demo.run()
     assert second.returncode == 0, second.stdout + second.stderr
@@ -109,7 +117,7 @@ def test_both_families_answer_in_one_run(demo: Demo) -> None:
     down = demo.run("down")
     assert down.returncode == 0, down.stdout + down.stderr
     assert (demo.stack.export_stack().deployment or {}).get("resources", []) == []
-    for port in (demo.sshd_port, demo.envoy_port, demo.connect_port):
+    for port in (demo.sshd_port, demo.pod_port, demo.envoy_port, demo.connect_port):
         assert not wait_for_port("127.0.0.1", port, 0)
 
 

@@ -21,11 +21,11 @@ from typing import Any
 import pytest
 
 from ssh_gateway.core.connect import ConnectGateway, ConnectInstance, connect_cluster, connect_manifests
+from ssh_gateway.core.host_identity import openssh_public_key
 from ssh_gateway.local.envoy import EnvoyGateway, free_port
 from ssh_gateway.local.sshd import LocalSshd, ensure_client_keypair, login_user
 from ssh_gateway.ops.doctor import InstanceReport, diagnose, endpoints_from_outputs, render
 from ssh_gateway.ops.doctor.model import Endpoint
-from ssh_gateway.sshkeys import openssh_public_key
 
 pytestmark = pytest.mark.integration
 
@@ -146,6 +146,7 @@ def test_a_healthy_connect_instance_passes_every_layer(rig: Rig) -> None:
         "tcp": "ok",
         "connect": "ok",
         "banner": "ok",
+        "hostidentity": "skip",  # the key is pinned: the hostkey layer checks it
         "hostkey": "ok",
         "pangolin": "skip",  # a direct entry: no Pangolin resource
     }
@@ -188,6 +189,7 @@ def test_each_broken_layer_is_named(rig: Rig) -> None:
         "TCP",
         "CONNECT",
         "BANNER",
+        "HOSTIDENTITY",
         "HOSTKEY",
         "PANGOLIN",
         "VERDICT",

@@ -5,17 +5,13 @@ plaintext private key in `pulumi stack export`, the state file or the engine's o
 
 from __future__ import annotations
 
-import base64
 import json
-import re
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from cryptography.hazmat.primitives import serialization
-from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 from pulumi import automation as auto
 from pulumi.automation import OpType
 
@@ -27,6 +23,7 @@ from ssh_gateway.ops.automation import open_stack, remove_stack, state_file
 
 from .cli import pulumi
 from .local_ports import free_port
+from .secret_scan import key_material, seed_fragments
 from .strict_ssh import GREETING, strict_ssh
 
 pytestmark = pytest.mark.integration
@@ -110,18 +107,6 @@ def identities() -> Iterator[Identities]:
             remove_stack(made.stack)
 
 
-def seed_fragments(private_key: str) -> set[str]:
-    """What would give an Ed25519 key away in text: its 32-byte seed, in hex and in base64 at each of the 3
-    alignments it can have inside a longer base64 run (the 40 characters that only the seed decides)."""
-    key = serialization.load_ssh_private_key(private_key.encode(), password=None)
-    assert isinstance(key, Ed25519PrivateKey)
-    seed = key.private_bytes(serialization.Encoding.Raw, serialization.PrivateFormat.Raw, serialization.NoEncryption())
-    fragments = {seed.hex(), base64.b64encode(seed).decode()[:40]}
-    for offset in (1, 2):
-        fragments.add(base64.b64encode(bytes(offset) + seed).decode()[4:44])
-    return fragments
-
-
 def assert_no_plaintext_private_key(identities: Identities) -> dict[str, int]:
     """`pulumi stack export` (no --show-secrets), the state file and the engine's output hold no private key
     in plaintext; every private key and the CA key input are secrets. Returns what was counted."""
@@ -137,17 +122,12 @@ def assert_no_plaintext_private_key(identities: Identities) -> dict[str, int]:
     fragments = set().union(*(seed_fragments(key) for key in keys.values()))
     counts = {"private keys in state": len(keys), "fragments searched": len(fragments)}
 
-    def key_material(text: str) -> int:
-        # In JSON a key file's line breaks are \n (\\n when nested): join the lines so no fragment is split.
-        joined = re.sub(r"\\+n|\n", "", text)
-        return text.count("BEGIN OPENSSH PRIVATE KEY") + sum(joined.count(fragment) for fragment in fragments)
-
     # The search does find every key where it is in plaintext: in the export with --show-secrets.
     revealed = pulumi("stack", "export", "--show-secrets", "--stack", identities.name, cwd=PROJECT)
-    counts["export --show-secrets: plaintext key material"] = shown = key_material(revealed.stdout)
+    counts["export --show-secrets: plaintext key material"] = shown = key_material(revealed.stdout, keys.values())
     assert shown >= 2 * len(keys), shown
     for where, text in texts.items():
-        counts[f"{where}: plaintext key material"] = found = key_material(text)
+        counts[f"{where}: plaintext key material"] = found = key_material(text, keys.values())
         assert found == 0, f"{found} pieces of private keys in plaintext in the {where}"
     deployment = json.loads(exported.stdout)["deployment"]
     secrets = 0

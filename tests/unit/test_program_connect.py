@@ -14,6 +14,7 @@ from ssh_gateway.core.names import (
     CONNECT_ENTRY_TYPE,
     CONNECT_INSTANCE_TYPE,
     ENVOY_FILTER_TYPE,
+    HOST_KEY_TYPE,
     NSG_RULE_TYPE,
     PANGOLIN_TYPE,
     SERVICE_TYPE,
@@ -85,7 +86,7 @@ def test_connect_instances_get_a_service_and_a_route_and_nothing_public(mocks: R
     rules = {r.inputs["securityRuleName"] for r in mocks.of_type(NSG_RULE_TYPE)}
     assert rules == {"ssh-gateway-gpu-01", "ssh-gateway.connect"}
     children = sorted(r.name for r in mocks.registered if r.name.startswith("gpu-c1"))
-    assert children == ["gpu-c1", "gpu-c1-route", "gpu-c1-service"]
+    assert children == ["gpu-c1", "gpu-c1-host-key", "gpu-c1-host-key-secret", "gpu-c1-route", "gpu-c1-service"]
     assert [r.name for r in mocks.of_type(CONNECT_INSTANCE_TYPE)] == ["gpu-c1", "gpu-c2"]
 
 
@@ -143,8 +144,17 @@ def test_outputs_say_the_routing_and_give_the_connect_ssh_config(mocks: Recordin
         "    ServerAliveInterval 30\n"
     ) in out["sshConfig"]
     assert out["sshConfig"].count("Host ") == 3 and "*" not in out["sshConfig"].replace("%h:%p", "")
-    # ssh looks a host key up under the HostKeyAlias, so that is the known_hosts name of a connect instance.
-    assert out["knownHosts"] == f"ssh-gpu-c2 {key}"
+    # ssh looks a host key up under the HostKeyAlias, so that is the known_hosts name of a connect instance: the
+    # CA line covers the aliases (as well as the port-mode names), and gpu-c2's pin is under its alias.
+    ca_line, pinned = out["knownHosts"].splitlines()
+    assert ca_line.startswith("@cert-authority ssh-*.example.com,[ssh-*.example.com]:*,ssh-*,[ssh-*]:* ssh-ed25519 ")
+    assert pinned == f"ssh-gpu-c2,[ssh-gpu-c2]:* {key}"
+    assert (
+        "    ServerAliveInterval 30\n"
+        "    UserKnownHostsFile ~/.ssh/known_hosts.d/ssh-gateway-unit\n"
+        "    StrictHostKeyChecking yes\n"
+    ) in out["sshConfig"]
+    assert out["sshConfig"].count("HostKeyAlias ssh-gpu-c1") == 1
 
     # One published port and one entry point for every connect-mode instance, beside the port-mode range.
     gateway = out["gateway"]
@@ -166,6 +176,15 @@ def test_outputs_say_the_routing_and_give_the_connect_ssh_config(mocks: Recordin
             "servicePort": 80,
         },
     }
+
+
+def test_connect_instances_get_their_host_identity_for_authority_and_alias(mocks: RecordingMocks) -> None:
+    run_program(connect_settings())
+    keys = {r.name: r.inputs for r in mocks.of_type(HOST_KEY_TYPE)}
+    assert sorted(keys["gpu-c1-host-key"]["principals"]) == ["ssh-gpu-c1", "ssh-gpu-c1.gpu.svc.cluster.local"]
+    assert sorted(keys["gpu-01-host-key"]["principals"]) == ["ssh-gpu-01", "ssh-gpu-01.example.com"]
+    secrets = {r.inputs["metadata"]["name"]: r.inputs for r in mocks.of_type("kubernetes:core/v1:Secret")}
+    assert secrets["ssh-gpu-c1-host-key"]["metadata"]["namespace"] == "gpu"  # next to its Service
 
 
 def test_direct_entry_creates_nothing_public(mocks: RecordingMocks) -> None:

@@ -2,26 +2,38 @@
 
 DNS of the CONNECT entry's host, TCP to its port (no gateway?), `CONNECT <authority>:22` answered `200` (else the
 status names the broken layer: 404 no route for that authority, 503 no Service or endpoints, 426 an HTTP/1.0
-client where HTTP/1.0 is off), the SSH banner through the tunnel, and the host key the instance presents
-under its HostKeyAlias (real `ssh` with proxytunnel, since ssh-keyscan cannot use a proxy).
+client where HTTP/1.0 is off), the SSH banner through the tunnel, then what the instance presents under its
+HostKeyAlias: its issued certificate (ssh-keyscan -c through a loopback relay that opens the tunnel, since
+ssh-keyscan cannot use a proxy; judged as for a port-mode instance) or its pinned key (real `ssh` with
+proxytunnel).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import re
+import select
 import shutil
 import socket
 import subprocess
 import tempfile
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from ssh_gateway.core.connect import SSH_PORT, proxytunnel_command
 
-from .checks import Deadline, check_banner, check_dns, check_tcp, fingerprint
+from .checks import Deadline, check_banner, check_dns, check_host_identity, check_tcp, fingerprint
 from .model import Check, Endpoint
 
-__all__ = ["check_connect", "check_connect_host_key", "connect_checks", "connect_request"]
+__all__ = [
+    "check_connect",
+    "check_connect_host_identity",
+    "check_connect_host_key",
+    "connect_checks",
+    "connect_request",
+]
 
 _MAX_HEAD = 16384
 """Read at most this much of the gateway's answer looking for the end of its headers."""
@@ -145,6 +157,57 @@ def check_connect_host_key(endpoint: Endpoint, timeout: float) -> Check:
     return Check("hostkey", "warn", f"host key not checked: {last}")
 
 
+@contextmanager
+def _tunnel_relay(endpoint: Endpoint, timeout: float) -> Iterator[int]:
+    """A loopback port whose every connection is the instance's CONNECT tunnel (for tools without a proxy
+    option, like ssh-keyscan); closed when the block exits."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(4)
+
+    def relay(client: socket.socket) -> None:
+        with client, socket.create_connection((endpoint.host, endpoint.port), timeout=timeout) as upstream:
+            if check_connect(upstream, endpoint, timeout).status != "ok":
+                return
+            for sock in (client, upstream):
+                sock.setblocking(True)
+                sock.settimeout(None)
+            ends = {client: upstream, upstream: client}
+            while True:
+                ready, _, _ = select.select(list(ends), [], [], timeout)
+                if not ready:
+                    return
+                for sock in ready:
+                    data = sock.recv(65536)
+                    if not data:
+                        return
+                    ends[sock].sendall(data)
+
+    def serve() -> None:
+        while True:
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return  # closed
+            threading.Thread(target=relay, args=(client,), name="doctor-relay", daemon=True).start()
+
+    threading.Thread(target=serve, name="doctor-relay-accept", daemon=True).start()
+    try:
+        yield int(listener.getsockname()[1])
+    finally:
+        listener.close()
+
+
+def check_connect_host_identity(endpoint: Endpoint, timeout: float) -> Check:
+    """The certificate the instance serves through the tunnel is the stack's, for its HostKeyAlias: the
+    port-mode check (`check_host_identity`) against a loopback relay into the tunnel."""
+    if endpoint.pinned_key or not endpoint.trusted_cas:
+        return check_host_identity(endpoint, timeout)  # the same skip, with the same words
+    with _tunnel_relay(endpoint, timeout) as port:
+        relayed = dataclasses.replace(endpoint, host="127.0.0.1", port=port, host_key_alias=endpoint.alias)
+        return check_host_identity(relayed, timeout)
+
+
 _TCP_FIX = (
     "no gateway on the CONNECT port: through Pangolin, its NSG rule (ssh-gateway.connect), Gerbil's published "
     "port or Traefik's entry point for it (the stack's `gateway` output) is missing, or the Pangolin resource is "
@@ -158,26 +221,27 @@ def connect_checks(endpoint: Endpoint, timeout: float) -> list[Check]:
     host, port = endpoint.host, endpoint.port
     dns, addresses = check_dns(host, port, deadline.remaining())
     if dns.status != "ok":
-        return [dns, *_not_reached("tcp", "connect", "banner", "hostkey")]
+        return [dns, *_not_reached("tcp", "connect", "banner", "hostidentity", "hostkey")]
     tcp, sock = check_tcp(host, addresses, port, deadline.remaining())
     if sock is None:
-        return [dataclasses.replace(tcp, fix=_TCP_FIX), *_not_reached("connect", "banner", "hostkey")]
+        return [dataclasses.replace(tcp, fix=_TCP_FIX), *_not_reached("connect", "banner", "hostidentity", "hostkey")]
     with sock:
         connect = check_connect(sock, endpoint, deadline.remaining())
         if connect.status != "ok":
-            return [dns, tcp, connect, *_not_reached("banner", "hostkey")]
+            return [dns, tcp, connect, *_not_reached("banner", "hostidentity", "hostkey")]
         banner = check_banner(sock, f"{endpoint.authority} through {host}:{port}", deadline.remaining())
     if banner.status != "ok":
         fix = (
             f"the gateway opened the tunnel to {endpoint.authority} but no sshd spoke: the pod behind the Service "
             "is not sshd on podPort, or hangs"
         )
-        return [dns, tcp, connect, dataclasses.replace(banner, fix=fix), *_not_reached("hostkey")]
+        return [dns, tcp, connect, dataclasses.replace(banner, fix=fix), *_not_reached("hostidentity", "hostkey")]
     if endpoint.accept_http10:
         http10 = _http10(endpoint, addresses, deadline)
         if http10.status != "ok":
-            return [dns, tcp, http10, banner, *_not_reached("hostkey")]
-    return [dns, tcp, connect, banner, check_connect_host_key(endpoint, deadline.remaining())]
+            return [dns, tcp, http10, banner, *_not_reached("hostidentity", "hostkey")]
+    identity = check_connect_host_identity(endpoint, deadline.remaining())
+    return [dns, tcp, connect, banner, identity, check_connect_host_key(endpoint, deadline.remaining())]
 
 
 def _http10(endpoint: Endpoint, addresses: list[str], deadline: Deadline) -> Check:

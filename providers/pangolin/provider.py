@@ -212,7 +212,9 @@ class PangolinTcpProvider(ApiKeyFromConfig, ResourceProvider):
         with self._client(desired.apiUrl) as client:
             name = desired.name if _differs(olds.get("name"), desired.name) else None
             port = desired.proxyPort if _differs(olds.get("proxyPort"), desired.proxyPort) else None
-            enabled = desired.enabled if _differs(olds.get("enabled"), desired.enabled) else None
+            # A moved resource states `enabled` too: the port check disables a resource that lost its port to
+            # an older one, behind the state's back, and moving it is what lets it serve again.
+            enabled = desired.enabled if port is not None or _differs(olds.get("enabled"), desired.enabled) else None
             if name is not None or port is not None or enabled is not None:
                 try:
                     resource = client.update_resource(resource_id, name=name, proxy_port=port, enabled=enabled)

@@ -35,7 +35,7 @@ class Audit:
     doubly_bound: dict[int, list[int]]
     """Ports bound by more than one resource (of any stack) -> the resources' ids."""
     missing: list[str]
-    """Instances without a resource in state, or whose resource is gone from Pangolin, or has no target."""
+    """Instances without a resource in state, or whose resource is gone from Pangolin, disabled, or has no target."""
     pending: int
     """Pending operations in the stack's state."""
 
@@ -58,7 +58,7 @@ def audit(emulator: EmulatorHandle, stack: auto.Stack, instances: list[str]) -> 
     for resource in ours:
         by_name.setdefault(str(resource["name"]), []).append(int(resource["resourceId"]))
     targets = {int(t["resourceId"]) for t in live["targets"]}
-    ids = {int(r["resourceId"]) for r in ours}
+    ids = {int(r["resourceId"]) for r in ours if r["enabled"]}
     return Audit(
         orphans=sorted(f"{r['resourceId']}:{r['name']}" for r in ours if int(r["resourceId"]) not in held.values()),
         twins={name: sorted(found) for name, found in by_name.items() if len(found) > 1},
@@ -72,11 +72,18 @@ def audit(emulator: EmulatorHandle, stack: auto.Stack, instances: list[str]) -> 
     )
 
 
-def start_up(stack: auto.Stack, log: Path) -> subprocess.Popen[bytes]:
-    """`pulumi up` of `stack` in a session of its own, so that its whole process tree can be killed."""
+def names_in(emulator: EmulatorHandle, stack: auto.Stack) -> int:
+    """How many Pangolin resources are named for `stack`."""
+    prefix = owner_prefix(stack.workspace.project_settings().name, stack.name)
+    return sum(str(r["name"]).startswith(prefix) for r in emulator.state()["resources"])
+
+
+def start_up(stack: auto.Stack, log: Path, *extra: str) -> subprocess.Popen[bytes]:
+    """`pulumi up` of `stack` (plus `extra` flags) in a session of its own, so that its whole process tree can be
+    killed."""
     with log.open("wb") as out:
         return subprocess.Popen(
-            ["pulumi", "up", "--yes", "--skip-preview", "--non-interactive", "--stack", stack.name],
+            ["pulumi", "up", "--yes", "--skip-preview", "--non-interactive", "--stack", stack.name, *extra],
             cwd=REPO,
             env=pulumi_env(),
             stdout=out,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,17 @@ from ssh_gateway.ops.toolchain import pulumi_env
 
 from .cli import pulumi
 from .conftest import StackFactory, stack_config, static_instance
-from .reliability import ALL_FAULTS, PUT_RESOURCE, audit, kill_tree, recover, show, start_up, wait_until
+from .reliability import (
+    ALL_FAULTS,
+    PUT_RESOURCE,
+    audit,
+    kill_tree,
+    names_in,
+    recover,
+    show,
+    start_up,
+    wait_until,
+)
 
 pytestmark = pytest.mark.integration
 
@@ -158,6 +169,62 @@ def test_recover_repairs_an_empty_attrs_file_and_a_truncated_checkpoint(
     stack.up()
     assert audit(emulator, stack, names).clean
     stack.preview(expect_no_changes=True)
+
+
+# --- two stacks on one org and range, their ups overlapping -------------------------------------------------------
+
+_LOST = re.compile(r"(\d+) port\(s\) were bound by another owner while this run bound them too")
+
+
+def _lost_ports(log: Path) -> int:
+    """How many of its ports a run gave up to older resources, from its port check's error."""
+    found = _LOST.search(log.read_text())
+    return int(found[1]) if found else 0
+
+
+@pytest.mark.parametrize("trial", [1, 2, 3, 4, 5])
+def test_overlapping_ups_of_two_stacks_on_one_range_never_leave_a_port_bound_twice(
+    trial: int, emulator: EmulatorHandle, make_stack: StackFactory, tmp_path: Path, pytestconfig: pytest.Config
+) -> None:
+    size = 20
+    names = {side: [f"{side}-{n:02d}" for n in range(size)] for side in "cd"}
+    c, d = (
+        make_stack(stack_config(emulator, [static_instance(name) for name in names[side]], port_range="40000-40059"))
+        for side in "cd"
+    )
+    # C is a slow run: one step at a time, and a few calls held 2 s (10%, each retried, so no run fails for them,
+    # until D has listed the org, i.e. made its first create); D starts at C's first create and takes ~3 s to list.
+    emulator.set_faults(0.1, seed=trial, kinds=("timeout",), delay=2.0)
+    first = start_up(c, tmp_path / "c.log", "--parallel", "1")
+    wait_until(lambda: emulator.counters().get(PUT_RESOURCE, 0) >= 1, "C's first create", process=first, timeout=120)
+    second = start_up(d, tmp_path / "d.log")
+    wait_until(lambda: names_in(emulator, d) > 0, "D's first create", process=second, timeout=120)
+    c_made = names_in(emulator, c)
+    emulator.set_faults(0.0)
+    exits = {"c": first.wait(timeout=300), "d": second.wait(timeout=300)}
+    bound_twice = emulator.doubly_bound_ports()
+    lost = {side: _lost_ports(tmp_path / f"{side}.log") for side in "cd"}
+
+    c.up(color="never")
+    d.up(color="never")
+
+    results = {side: audit(emulator, stack, names[side]) for side, stack in (("c", c), ("d", d))}
+    show(
+        pytestconfig,
+        f"overlap trial {trial}: by D's first create C had made {c_made} of {size}; "
+        + "; ".join(f"{side.upper()} exited {exits[side]}, gave up {lost[side]} port(s)" for side in "cd")
+        + f"; ports bound twice when both ended: {len(bound_twice)}; after one plain re-run each: "
+        + ", ".join(f"{side.upper()} clean={results[side].clean}" for side in "cd")
+        + f", ports bound twice {len(emulator.doubly_bound_ports())}",
+    )
+    assert c_made < size, "C had finished creating before D listed the org: the runs did not overlap"
+    assert bound_twice == {}, f"ports bound twice once both runs ended: {bound_twice}"
+    for side in "cd":
+        # A run fails only for the ports it gave up, and then says so.
+        assert (exits[side] != 0) == (lost[side] > 0), (tmp_path / f"{side}.log").read_text()[-3000:]
+    assert results["c"].clean and results["d"].clean, results
+    c.preview(expect_no_changes=True)
+    d.preview(expect_no_changes=True)
 
 
 def test_recover_is_a_subcommand_a_cli_can_register(capsys: pytest.CaptureFixture[str]) -> None:

@@ -98,9 +98,10 @@ def allocate(
 
     `pins` maps an instance to the port it must have; `reserved` are ports never to hand out;
     `foreign` maps ports bound in the Pangolin org by resources this stack does not own to a short
-    description such as ``"Pangolin resource 12 'db-proxy'"``; `lost` maps ports of the previous table that
-    an older resource of someone else owns to that resource (they count as foreign too). The result depends only on the
-    contents of the arguments, not on their order. Raises `AllocationError` listing every problem.
+    description such as ``"Pangolin resource 12 'db-proxy'"``; `lost` maps ports of the previous table
+    that an older resource of someone else owns to that resource (they count as foreign too). The
+    result depends only on the contents of the arguments, not on their order. Raises
+    `AllocationError` listing every problem.
     """
     problems: list[str] = []
     rng = port_range

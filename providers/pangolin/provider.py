@@ -151,8 +151,12 @@ class PangolinTcpProvider(ApiKeyFromConfig, ResourceProvider):
         self._policy = policy
         self._dialect: Dialect = dialect
 
-    def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
-        """Validate and normalise the inputs; unknowns (preview) pass through unchecked."""
+    def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
+        """Validate and normalise the inputs; unknowns (preview) pass through unchecked.
+
+        `adoptResourceId` only steers a create: once the resource exists (`olds` holds its inputs) the old value
+        is kept, so that the program's listing finding the resource itself is no change in a preview's diff.
+        """
         inputs: dict[str, Any] = {}
         failures: list[CheckFailure] = []
         for key, field in TcpInputs.model_fields.items():
@@ -172,6 +176,8 @@ class PangolinTcpProvider(ApiKeyFromConfig, ResourceProvider):
                     failures.append(
                         CheckFailure(key, f"{key}={shown} is not allowed ({reason}): expected {_ALLOWED[key]}")
                     )
+        if olds:
+            inputs["adoptResourceId"] = olds.get("adoptResourceId")
         return CheckResult(inputs, failures)
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:

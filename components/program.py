@@ -19,6 +19,7 @@ from pulumi.runtime.config import CONFIG
 from providers.host_identity import SshHostCa, SshHostCaArgs
 from providers.pangolin.errors import PangolinError
 from providers.pangolin.org import read_org
+from providers.pangolin.port_check_resource import PortCheck, PortCheckArgs
 from providers.port_allocation.resource import PortAllocation, PortAllocationArgs
 from ssh_gateway.core.credentials import find_api_key
 from ssh_gateway.core.firewall import nsg_priority
@@ -111,6 +112,17 @@ def build(settings: Settings, *, org: OrgView, project: str, stack: str) -> dict
         )
         for inst in settings.instances
     }
+    # After every create: no port of this stack bound twice by overlapping runs (providers/pangolin/port_check.py).
+    PortCheck(
+        "port-check",
+        PortCheckArgs(
+            api_url=settings.pangolin.url,
+            org_id=settings.pangolin.org_id,
+            owner_prefix=owner_prefix(project, stack),
+            ports=allocation.ports,
+        ),
+        pulumi.ResourceOptions(depends_on=list(instances.values())),
+    )
     published = settings.published_range
     return {
         "endpoints": {

@@ -327,7 +327,8 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _epilog() -> str:
-    return "exit codes:\n" + "\n".join(f"  {code}  {text}" for code, text in EXIT_CODES.items())
+    examples = "examples:\n  ssh-gateway recover --stack dev\n  ssh-gateway recover --stack dev --json\n\n"
+    return examples + "exit codes:\n" + "\n".join(f"  {code}  {text}" for code, text in EXIT_CODES.items())
 
 
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:

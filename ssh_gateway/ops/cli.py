@@ -381,7 +381,11 @@ def _run_ssh_config(args: argparse.Namespace) -> int:
     if not changed:
         print(f"no change: the ssh config of stack(s) {names} is up to date ({', '.join(shown)})")
     elif written:
-        print(f"wrote {', '.join(_home_relative(p, home) for p in written)} (stack(s) {names})")
+        removed = {c.path for c in changed if c.after is None}
+        wrote = ", ".join(_home_relative(p, home) for p in written if p not in removed)
+        gone = ", ".join(_home_relative(p, home) for p in written if p in removed)
+        done = "; ".join(part for part in (wrote and f"wrote {wrote}", gone and f"removed {gone}") if part)
+        print(f"{done} (stack(s) {names})")
     else:
         print(f"dry run: {len(changed)} file(s) would change; run again with --write to apply")
     return OK

@@ -122,12 +122,12 @@ class Bench:
         return sum(1 for p in path.parent.glob(f"{path.name}*.*") if p.name.rsplit(".", 1)[-1].isdigit())
 
     def discard(self) -> None:
-        """Removes the stack and its config without destroying its (throw-away) resources."""
-        for leftover in state_file(self.stack).parent.glob(f"{self.stack.name}.json.*"):
-            if leftover.name.rsplit(".", 1)[-1].isdigit():
-                leftover.unlink()
+        """Removes the stack and its config without destroying its (throw-away) resources, and the copies of
+        its checkpoint that `stack rm` leaves behind (`.bak`) or that a measurement retained."""
         self.stack.workspace.remove_stack(self.stack.name, force=True)
         stack_file(self.stack.name, self.work_dir).unlink(missing_ok=True)
+        for leftover in state_file(self.stack).parent.glob(f"{self.stack.name}.json*"):
+            leftover.unlink()
 
 
 def open_bench(

@@ -1,7 +1,10 @@
 """Scale-out by stacks (docs/scaling.md): two shards of one Pangolin org, each with its own port sub-range and
 instance names, `up` at the same time through the real CLI; then one ssh config and one known_hosts merged from
 both shards' outputs, read back by the real `ssh -G` and `ssh-keygen -F`; and an instance added to one shard
-leaves the other with nothing to do."""
+leaves the other with nothing to do. On the way: each instance's resources keep one recorded frame in state.
+
+The merge is done here from the stacks' outputs through the Automation API; `ssh-gateway ssh-config --stack A
+--stack B` is the user's command for it."""
 
 from __future__ import annotations
 
@@ -16,8 +19,9 @@ import pytest
 from pulumi import automation as auto
 
 from pangolin_emulator.harness import EmulatorHandle
+from ssh_gateway.core.names import instance_of
 
-from .conftest import StackFactory, stack_config, static_instance
+from .conftest import StackFactory, exported_resources, stack_config, static_instance
 
 pytestmark = pytest.mark.integration
 
@@ -82,6 +86,12 @@ def test_two_shards_up_at_once_then_one_ssh_config(
     assert len(bound) == len(set(bound)) == 6
     assert emulator.doubly_bound_ports() == {}
     assert sorted(r["proxyPort"] for r in emulator.state()["resources"]) == sorted(bound)
+
+    # What a shard's state keeps per instance: one recorded frame per resource, the program line that declared it.
+    for resource in exported_resources(shards["a"].stack):
+        if instance_of(resource["urn"]) is not None:
+            assert [frame["sourcePosition"] for frame in resource["stackTrace"]] == [resource["sourcePosition"]]
+            assert resource["sourcePosition"].startswith("project:///components/"), resource["sourcePosition"]
 
     # One ssh config and one known_hosts for the user, merged from both shards' outputs.
     known_hosts = tmp_path / "known_hosts"

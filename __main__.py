@@ -2,8 +2,6 @@
 
 import pulumi
 
-from components.program import build
-from components.settings import load_settings
+from components.program import run
 
-for key, value in build(load_settings(), project=pulumi.get_project(), stack=pulumi.get_stack()).items():
-    pulumi.export(key, value)
+run(project=pulumi.get_project(), stack=pulumi.get_stack())

@@ -1,25 +1,36 @@
 """`SshInstance`: one instance's public ssh endpoint as one declarative unit.
 
 Children: the `ssh-<instance>` Service in front of the pod's sshd (not for static targets), the Pangolin TCP
-resource on the instance's allocated public port with its target, and the Azure NSG inbound rule for
-exactly that port.
+resource on the instance's allocated public port with its target, the Azure NSG inbound rule for
+exactly that port, and - unless a host key is pinned - the instance's host key with its certificate
+(`SshHostKey`) and the `ssh-<instance>-host-key` Secret the pod mounts it from.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import os
+import sys
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Literal
+from pathlib import Path
+from types import FrameType
+from typing import Any, Final
 
 import pulumi
 import pulumi_azure_native as azure_native
 import pulumi_kubernetes as k8s
+from pulumi.runtime import resource as sdk_resource
+from pulumi.runtime import settings as sdk_settings
+from pulumi.runtime.proto import source_pb2
 
+from providers.host_identity import SshHostKey, SshHostKeyArgs
 from providers.pangolin import PangolinTcpResource, PangolinTcpResourceArgs
-
-from .naming import service_name, ssh_alias
-
-TargetMode = Literal["nodePort", "clusterIp", "static"]
+from ssh_gateway.core.firewall import Cidrs, ServiceTag, Sources
+from ssh_gateway.core.host_identity import secret_data, ssh_config_identity_lines
+from ssh_gateway.core.names import COMPONENT_TYPE, Role, child_name, host_key_secret_name, ssh_alias
+from ssh_gateway.core.targets import ClusterIpTarget, NodePortTarget, ServiceSpec, StaticTarget, Target
+from ssh_gateway.core.trust import plain_line
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -30,8 +41,8 @@ class FirewallRuleArgs:
     """Resource group of the network security group."""
     nsg_name: str
     """The network security group the gateway's NIC or subnet uses."""
-    source_cidrs: Sequence[str]
-    """Source address prefixes allowed in."""
+    sources: Sources
+    """Who may connect: CIDRs, or one service tag."""
     priority: pulumi.Input[int]
     """Rule priority, derived from the port so it is unique and stable."""
 
@@ -48,6 +59,29 @@ class PangolinTargetArgs:
     """Newt (or local) site the target is reached through."""
     resource_name: str
     """Resource name, identifying the stack and the instance."""
+    leftover_id: int | None = None
+    """A resource of this name that the program's listing found: adopted on create instead of twinned."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class HostIdentityArgs:
+    """The instance's issued host identity: what its certificate says, and who signs it."""
+
+    principals: Sequence[str]
+    """Every name a client checks the certificate against (never a port)."""
+    ca_public_key: pulumi.Input[str]
+    """The signing CA's public key."""
+    ca_private_key: pulumi.Input[str]
+    """The signing CA's private key (a secret)."""
+    valid_days: int
+    """How long a certificate is valid; the first `up` after two thirds of it re-issues it."""
+    generation: int
+    """The host key's generation: bumping it rotates the key."""
+    key_id: str
+    """The certificate's key id, shown in sshd's log and `ssh -v`."""
+    secret: bool
+    """Deliver the files in a Kubernetes Secret next to the Service; else they are only the `identity_files`
+    output (static targets, rendered manifests)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -64,31 +98,20 @@ class SshInstanceArgs:
     """The login user."""
     pangolin: PangolinTargetArgs
     """Pangolin resource settings."""
-    target_mode: TargetMode = "nodePort"
-    """nodePort: node IP + the Service's nodePort; clusterIp: the Service's cluster DNS name + 22;
-    static: a fixed host:port (a VM or a host outside Kubernetes)."""
-    namespace: str = "default"
-    """Namespace of the Service."""
-    selector: Mapping[str, str] | None = None
-    """Pod selector of the Service; default `{"app": instance}`."""
-    pod_port: int = 22
-    """The sshd port in the pod."""
-    node_port: int | None = None
-    """Pin the Service's nodePort (needed when manifests are rendered, not applied)."""
-    node_ip: str | None = None
-    """The node address a NodePort target is reached at."""
-    cluster_domain: str = "cluster.local"
-    """The cluster's DNS domain, for ClusterIP targets."""
-    skip_await: bool = False
-    """Only for clusters without controllers (tests): no await for endpoints, a background delete."""
-    static_host: str | None = None
-    """Target host for the static mode."""
-    static_port: int | None = None
-    """Target port for the static mode."""
+    target: Target
+    """Where Pangolin forwards to: a NodePort or ClusterIP Service in front of the pod, or a static host:port."""
     firewall: FirewallRuleArgs | None = None
     """The NSG rule; None when the stack has no firewall layer (local)."""
     host_key: str | None = None
     """The instance's pinned public host key (`ssh-ed25519 AAAA...`), for a known_hosts line."""
+    host_identity: HostIdentityArgs | None = None
+    """The issued host key and certificate; None with a pinned `host_key` or when host identity is off."""
+    host_key_alias: str | None = None
+    """`HostKeyAlias` of the ssh config block where instances share a HostName: the name known_hosts is
+    searched under instead of the host."""
+    known_hosts_file: str | None = None
+    """`UserKnownHostsFile` of the ssh config block (where the user keeps the stack's knownHosts), with
+    `StrictHostKeyChecking yes`; None when the stack publishes nothing that vouches for this instance."""
 
 
 class SshInstance(pulumi.ComponentResource):
@@ -101,29 +124,41 @@ class SshInstance(pulumi.ComponentResource):
     ssh_config: pulumi.Output[str]
     """An OpenSSH `Host` block for this instance alone (VS Code Remote-SSH lists each one)."""
     known_hosts: pulumi.Output[str]
-    """A `[host]:port key` line when a host key is pinned, else empty."""
+    """A plain known_hosts line (every port) when a host key is pinned, else empty."""
+    host_key_line: pulumi.Output[str]
+    """A plain known_hosts line for the key the instance serves, issued or pinned; empty when neither."""
+    identity_files: pulumi.Output[dict[str, str] | None]
+    """The issued `privateKey`, `publicKey` and `certificate` when no Secret delivers them (a static target,
+    rendered manifests), for the operator to install; else None. Secret."""
     pangolin_resource_id: pulumi.Output[int]
 
     def __init__(self, name: str, args: SshInstanceArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("ssh-gateway:index:SshInstance", name, None, opts)
-        child = pulumi.ResourceOptions(parent=self)
+        with _declaration_site_only():
+            super().__init__(COMPONENT_TYPE, name, None, opts)
+            child = pulumi.ResourceOptions(parent=self)
 
-        target_ip, target_port = self._create_target(name, args, child)
-        self.pangolin_resource = PangolinTcpResource(
-            f"{name}-pangolin",
-            PangolinTcpResourceArgs(
-                api_url=args.pangolin.api_url,
-                org_id=args.pangolin.org_id,
-                site_id=args.pangolin.site_id,
-                name=args.pangolin.resource_name,
-                proxy_port=args.public_port,
-                target_ip=target_ip,
-                target_port=target_port,
-            ),
-            child,
-        )
-        if args.firewall is not None:
-            self._create_firewall_rule(name, args, args.firewall)
+            target_ip, target_port = self._create_target(name, args, child)
+            pangolin_resource = PangolinTcpResource(
+                child_name(name, Role.PANGOLIN),
+                PangolinTcpResourceArgs(
+                    api_url=args.pangolin.api_url,
+                    org_id=args.pangolin.org_id,
+                    site_id=args.pangolin.site_id,
+                    name=args.pangolin.resource_name,
+                    proxy_port=args.public_port,
+                    target_ip=target_ip,
+                    target_port=target_port,
+                    adopt_resource_id=args.pangolin.leftover_id,
+                ),
+                child,
+            )
+            if args.firewall is not None:
+                self._create_firewall_rule(name, args, args.firewall, pangolin_resource)
+            # Port-agnostic, under the name ssh looks the instance up by: a moved port meets no stale entry.
+            lookup = args.host_key_alias or args.public_host
+            pinned = pulumi.Output.from_input(plain_line(lookup, args.host_key) if args.host_key else "")
+            identity = args.host_identity
+            issued = self._create_host_identity(name, args, identity, lookup, child) if identity else None
 
         port = pulumi.Output.from_input(args.public_port)
         self.host = pulumi.Output.from_input(args.public_host)
@@ -131,8 +166,10 @@ class SshInstance(pulumi.ComponentResource):
         self.user = pulumi.Output.from_input(args.user)
         self.ssh_command = port.apply(lambda p: f"ssh -p {p} {args.user}@{args.public_host}")
         self.ssh_config = port.apply(lambda p: _host_block(args, p))
-        self.known_hosts = port.apply(lambda p: f"[{args.public_host}]:{p} {args.host_key}" if args.host_key else "")
-        self.pangolin_resource_id = self.pangolin_resource.resource_id
+        self.known_hosts = pinned
+        self.host_key_line = issued[0] if issued else pinned
+        self.identity_files = issued[1] if issued else pulumi.Output.from_input(None)
+        self.pangolin_resource_id = pangolin_resource.resource_id
         self.register_outputs(
             {
                 "host": self.host,
@@ -141,6 +178,8 @@ class SshInstance(pulumi.ComponentResource):
                 "ssh_command": self.ssh_command,
                 "ssh_config": self.ssh_config,
                 "known_hosts": self.known_hosts,
+                "host_key_line": self.host_key_line,
+                "identity_files": self.identity_files,
                 "pangolin_resource_id": self.pangolin_resource_id,
             }
         )
@@ -149,46 +188,105 @@ class SshInstance(pulumi.ComponentResource):
         self, name: str, args: SshInstanceArgs, child: pulumi.ResourceOptions
     ) -> tuple[pulumi.Input[str], pulumi.Input[int]]:
         """The Service (unless static) and the address Pangolin's site forwards to."""
-        if args.target_mode == "static":
-            assert args.static_host is not None and args.static_port is not None  # noqa: S101 - settings checked
-            return args.static_host, args.static_port
-        node_port = args.target_mode == "nodePort"
-        self.service = k8s.core.v1.Service(
-            f"{name}-service",
+        target = args.target
+        if isinstance(target, StaticTarget):
+            return target.host, target.port
+        service = self._create_service(name, args.instance, target, child)
+        if isinstance(target, ClusterIpTarget):
+            return target.host, 22
+        assigned = service.spec.apply(_assigned_node_port)
+        return target.node_ip, assigned if target.node_port is None else target.node_port
+
+    def _create_service(
+        self, name: str, instance: str, target: NodePortTarget | ClusterIpTarget, child: pulumi.ResourceOptions
+    ) -> k8s.core.v1.Service:
+        spec: ServiceSpec = target.service
+        node_port = target.node_port if isinstance(target, NodePortTarget) else None
+        return k8s.core.v1.Service(
+            child_name(name, Role.SERVICE),
             metadata=k8s.meta.v1.ObjectMetaArgs(
-                name=service_name(args.instance),
-                namespace=args.namespace,
-                labels={"app.kubernetes.io/managed-by": "ssh-gateway", "ssh-gateway/instance": args.instance},
-                annotations=_SKIP_AWAIT if args.skip_await else None,
+                name=spec.name,
+                namespace=spec.namespace,
+                labels={"app.kubernetes.io/managed-by": "ssh-gateway", "ssh-gateway/instance": instance},
+                annotations=_SKIP_AWAIT if spec.skip_await else None,
             ),
             spec=k8s.core.v1.ServiceSpecArgs(
-                type="NodePort" if node_port else "ClusterIP",
-                selector=dict(args.selector or {"app": args.instance}),
+                type="NodePort" if isinstance(target, NodePortTarget) else "ClusterIP",
+                selector=dict(spec.selector),
                 ports=[
                     k8s.core.v1.ServicePortArgs(
-                        name="ssh",
-                        protocol="TCP",
-                        port=22,
-                        target_port=args.pod_port,
-                        node_port=args.node_port if node_port else None,
+                        name="ssh", protocol="TCP", port=22, target_port=spec.pod_port, node_port=node_port
                     )
                 ],
             ),
             opts=child,
         )
-        if not node_port:
-            return f"{service_name(args.instance)}.{args.namespace}.svc.{args.cluster_domain}", 22
-        assert args.node_ip is not None  # noqa: S101 - settings require nodeIp for nodePort targets
-        assigned = self.service.spec.apply(_assigned_node_port)
-        return args.node_ip, assigned if args.node_port is None else args.node_port
 
-    def _create_firewall_rule(self, name: str, args: SshInstanceArgs, fw: FirewallRuleArgs) -> None:
+    def _create_host_identity(
+        self, name: str, args: SshInstanceArgs, identity: HostIdentityArgs, lookup: str, child: pulumi.ResourceOptions
+    ) -> tuple[pulumi.Output[str], pulumi.Output[dict[str, str] | None]]:
+        """The issued key and certificate and, for a Service target, the Secret the pod mounts them from.
+
+        Returns the plain known_hosts line (under `lookup`) of the issued key, and the files when no Secret
+        delivers them. The key's name and inputs depend on neither the port, the Service nor the target, so
+        none of them ever changes it.
+        """
+        key = SshHostKey(
+            child_name(name, Role.HOST_KEY),
+            SshHostKeyArgs(
+                principals=list(identity.principals),
+                ca_private_key=identity.ca_private_key,
+                ca_public_key=identity.ca_public_key,
+                valid_days=identity.valid_days,
+                generation=identity.generation,
+                key_id=identity.key_id,
+            ),
+            child,
+        )
+        line = key.public_key.apply(lambda public: plain_line(lookup, public))
+        parts = pulumi.Output.all(key.private_key, key.public_key, key.certificate)
+        target = args.target
+        if identity.secret and not isinstance(target, StaticTarget):
+            files = parts.apply(lambda p: secret_data(private_key=p[0], public_key=p[1], certificate=p[2]))
+            self._create_secret(name, args.instance, target.service, files, child)
+            return line, pulumi.Output.from_input(None)
+        issued = parts.apply(lambda p: {"privateKey": p[0], "publicKey": p[1], "certificate": p[2]})
+        return line, pulumi.Output.secret(issued)
+
+    def _create_secret(
+        self,
+        name: str,
+        instance: str,
+        spec: ServiceSpec,
+        files: pulumi.Output[dict[str, str]],
+        child: pulumi.ResourceOptions,
+    ) -> None:
+        # pulumi-kubernetes keeps a Secret's data secret in state; marked anyway, as it holds a private key.
+        data: pulumi.Output[dict[str, str]] = pulumi.Output.secret(files)
+        # Next to the Service, named after it; the pod mounts it at MOUNT_DIR (docs/host-identity.md).
+        k8s.core.v1.Secret(
+            child_name(name, Role.HOST_KEY_SECRET),
+            metadata=k8s.meta.v1.ObjectMetaArgs(
+                name=host_key_secret_name(instance),
+                namespace=spec.namespace,
+                labels={"app.kubernetes.io/managed-by": "ssh-gateway", "ssh-gateway/instance": instance},
+                annotations=_SKIP_AWAIT if spec.skip_await else None,
+            ),
+            type="Opaque",
+            string_data=data,
+            opts=child,
+        )
+
+    def _create_firewall_rule(
+        self, name: str, args: SshInstanceArgs, fw: FirewallRuleArgs, pangolin_resource: PangolinTcpResource
+    ) -> None:
         # A standalone SecurityRule, never inline rules on the NSG: inline rules make every NSG update
         # delete and re-add the standalone ones (pulumi-azure-native#3359).
         # It depends on the Pangolin resource so the port opens only once something is bound behind it,
         # and closes (destroy runs in reverse) before the binding goes away.
-        self.firewall_rule = azure_native.network.SecurityRule(
-            f"{name}-nsg-rule",
+        single, several = _source_fields(fw.sources)
+        azure_native.network.SecurityRule(
+            child_name(name, Role.NSG_RULE),
             resource_group_name=fw.resource_group,
             network_security_group_name=fw.nsg_name,
             security_rule_name=f"ssh-gateway-{args.instance}",
@@ -198,13 +296,54 @@ class SshInstance(pulumi.ComponentResource):
             protocol="Tcp",
             priority=fw.priority,
             source_port_range="*",
-            # Azure takes a service tag ("Internet", "*") only in the singular field.
-            source_address_prefix=fw.source_cidrs[0] if len(fw.source_cidrs) == 1 else None,
-            source_address_prefixes=list(fw.source_cidrs) if len(fw.source_cidrs) > 1 else None,
+            source_address_prefix=single,
+            source_address_prefixes=several,
             destination_address_prefix="*",
             destination_port_range=pulumi.Output.from_input(args.public_port).apply(str),
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[self.pangolin_resource]),
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[pangolin_resource]),
         )
+
+
+@contextmanager
+def _declaration_site_only() -> Iterator[None]:
+    """While an instance registers its resources, each one's recorded stack is the line that declared it.
+
+    Since v3.195 the SDK stores a resource's whole Python call stack in state (`stackTrace`, pulumi/pulumi#20430):
+    the interpreter's, asyncio's, the SDK's and the language host's frames, about 1 KB per resource, which the
+    file backend re-serialises, hashes and rewrites at every checkpoint. Nothing turns it off. Here the stack
+    is the one frame a reader of the state wants: the first frame of this program (not of its .venv) that is
+    not a constructor, e.g. the line of `SshInstance` that declared a child, or the line of the program that
+    declared the instance. `sourcePosition` is that frame too, rather than a line inside a resource class
+    (what pulumi/pulumi#18478 asks for). Without a project root (unit tests' mocks) or with an SDK that no
+    longer has the hook, nothing changes.
+    """
+    capture = getattr(sdk_resource, "_get_stack_trace", None)
+    root = sdk_settings.get_root_directory()
+    if capture is None or not root:
+        yield
+        return
+    project, venv = f"{Path(root)}{os.sep}", f"{Path(sys.prefix)}{os.sep}"
+
+    def declaration_site() -> Any:
+        frame: FrameType | None = sys._getframe(1)
+        while frame is not None:
+            code = frame.f_code
+            path = code.co_filename
+            if path.startswith(project) and not path.startswith(venv) and code.co_name not in _CONSTRUCTORS:
+                position = source_pb2.SourcePosition(uri=Path(path).as_uri(), line=frame.f_lineno)
+                return source_pb2.StackTrace(frames=[source_pb2.StackFrame(pc=position)])
+            frame = frame.f_back
+        return source_pb2.StackTrace()
+
+    sdk_resource._get_stack_trace = declaration_site
+    try:
+        yield
+    finally:
+        sdk_resource._get_stack_trace = capture
+
+
+# The frames of a resource's own construction, skipped on the way to the line that declared it.
+_CONSTRUCTORS: Final = frozenset({"__init__", "_internal_init"})
 
 
 # For a cluster without controllers (the tests' kube-apiserver): no controller gives the Service endpoints, so
@@ -213,6 +352,17 @@ class SshInstance(pulumi.ComponentResource):
 # cover a Service's delete (provider pkg/metadata/overrides.go, allowsSkipAwaitWithDelete). A background
 # delete removes the Service at once.
 _SKIP_AWAIT = {"pulumi.com/skipAwait": "true", "pulumi.com/deletionPropagationPolicy": "background"}
+
+
+def _source_fields(sources: Sources) -> tuple[str | None, list[str] | None]:
+    """Azure's `sourceAddressPrefix` and `sourceAddressPrefixes`: a service tag goes only in the singular field."""
+    match sources:
+        case ServiceTag(tag):
+            return tag, None
+        case Cidrs((only,)):
+            return only, None
+        case Cidrs(networks):
+            return None, list(networks)
 
 
 def _assigned_node_port(spec: Any) -> int:
@@ -227,4 +377,7 @@ def _host_block(args: SshInstanceArgs, port: int) -> str:
         f"    Port {port}",
         f"    User {args.user}",
     ]
+    if args.known_hosts_file is not None:
+        identity = ssh_config_identity_lines(known_hosts_file=args.known_hosts_file, host_key_alias=args.host_key_alias)
+        lines += [f"    {line}" for line in identity]
     return "\n".join(lines) + "\n"

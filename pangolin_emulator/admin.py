@@ -1,10 +1,14 @@
 """Test-only admin API under `/__emulator` (no auth; not part of Pangolin).
 
-- `GET  counters`        → `{"calls": {route: n}, "faults": {route: n}}`
+- `GET  counters`        → `{"calls": {route: n}, "faults": {route: n}, "fault_kinds": {kind: n},
+  "route_fault_kinds": {route: {kind: n}}}`: every call that matched a route template is counted
+  in `calls`, and those answered (or, for "timeout-after-write", left unanswered) by an injected
+  fault are also counted by route and kind
 - `POST counters/reset`  → zero all counters
 - `GET  doubly-bound`    → `{"<port>": [resourceId, …]}` for ports bound by ≥2 enabled raw
   resources of the same protocol
-- `GET  faults` / `POST faults` with `{"rate", "seed", "kinds", "delay"?}` → fault settings
+- `GET  faults` / `POST faults` with `{"rate", "seed", "kinds", "delay"}` (each optional, the
+  current value stays) → fault settings
 - `GET  state`           → every resource and target as stored (version-neutral rows)
 """
 
@@ -35,13 +39,26 @@ def _set_faults(faults: FaultInjector, body: object) -> dict[str, Any]:
     return faults.snapshot()
 
 
+def _counters(store: Store) -> dict[str, Any]:
+    calls, by_route = store.counters()
+    kinds: dict[str, int] = {}
+    for per_kind in by_route.values():
+        for kind, count in per_kind.items():
+            kinds[kind] = kinds.get(kind, 0) + count
+    return {
+        "calls": calls,
+        "faults": {route: sum(per_kind.values()) for route, per_kind in by_route.items()},
+        "fault_kinds": dict(sorted(kinds.items())),
+        "route_fault_kinds": by_route,
+    }
+
+
 def handle_admin(store: Store, faults: FaultInjector, method: str, path: str, body: object) -> tuple[int, Any]:
     """(status, JSON body) for an admin request; 404 for anything unknown, 400 for bad input."""
     route = f"{method} {path.removeprefix(ADMIN_PREFIX).strip('/')}"
     try:
         if route == "GET counters":
-            calls, fault_counts = store.counters()
-            return 200, {"calls": calls, "faults": fault_counts}
+            return 200, _counters(store)
         if route == "POST counters/reset":
             store.reset_counters()
             return 200, {"ok": True}

@@ -1,5 +1,5 @@
 """API-key authentication and the per-route access checks, in Pangolin's order (contract §1.3,
-§8 item 3): 401 key → 404 entity → 403 org → 403 action. Validation (400) comes after."""
+§8 item 3): 401 key → 404 entity → 403 org (or root) → 403 action. Validation (400) comes after."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pangolin_emulator.errors import ApiError, not_found
 from pangolin_emulator.keys import secret_matches, split_token
 from pangolin_emulator.store import Row, Store
 
-__all__ = ["ORG_ACTIONS", "ROOT_ACTIONS", "Access", "authenticate", "authorise"]
+__all__ = ["NO_ROOT_ACCESS", "ORG_ACTIONS", "ROOT_ACTIONS", "Access", "authenticate", "authorise"]
 
 ORG_ACTIONS = (
     "createResource", "getResource", "listResources", "updateResource", "deleteResource",
@@ -22,6 +22,7 @@ ROOT_ACTIONS = (*ORG_ACTIONS, "listOrgs", "createOrg", "createApiKey", "setApiKe
                 "listApiKeyActions", "deleteApiKey")  # fmt: skip
 
 NO_ORG_ACCESS = "Key does not have access to this organization"
+NO_ROOT_ACCESS = "Key does not have root access"
 NO_ACTION = "Key does not have permission perform this action"  # sic
 
 
@@ -33,6 +34,8 @@ class Access(enum.Enum):
     TARGET = "target"
     SITE = "site"
     DOMAIN = "domain"
+    ROOT = "root"
+    """verifyApiKeyIsRoot: root keys only, whatever their org links (contract §1.3)."""
 
 
 def authenticate(store: Store, header: str | None) -> Row:
@@ -77,8 +80,15 @@ def _check_org(store: Store, key: Row, org_id: str) -> None:
 def authorise(
     store: Store, key: Row, access: Access, action: str, params: dict[str, str]
 ) -> tuple[str, dict[str, Row]]:
-    """Run the access middleware then verifyApiKeyHasAction; return (orgId, loaded entities)."""
+    """Run the access middleware then verifyApiKeyHasAction; return (orgId, loaded entities).
+
+    Root routes have no org, so their orgId is ""."""
     entities: dict[str, Row] = {}
+    if access is Access.ROOT:
+        if not key["isRoot"]:
+            raise ApiError(403, NO_ROOT_ACCESS)
+        _check_action(store, key, action)
+        return "", entities
     if access is Access.RESOURCE:
         entities["resource"] = _lookup(store, "Resource", params["resourceId"])
         org_id = str(entities["resource"]["orgId"])
@@ -99,6 +109,10 @@ def authorise(
         if domain is None:
             raise not_found("Domain", params["domainId"])
         entities["domain"] = domain
+    _check_action(store, key, action)
+    return org_id, entities
+
+
+def _check_action(store: Store, key: Row, action: str) -> None:
     if not store.key_has_action(key["apiKeyId"], action):
         raise ApiError(403, NO_ACTION)
-    return org_id, entities

@@ -1,13 +1,13 @@
-"""Read-only handlers for what resources depend on: sites and domains (contract §4)."""
+"""Read-only handlers for what resources depend on: sites, domains and orgs (contract §4)."""
 
 from __future__ import annotations
 
 from pangolin_emulator import schemas
 from pangolin_emulator.context import Context, Reply
-from pangolin_emulator.listing import limit_offset_window, page_window, text_filter
+from pangolin_emulator.listing import limit_offset_window, page_window, search_filter
 from pangolin_emulator.shapes import domain_row, site_list_item, site_row
 
-__all__ = ["get_domain", "get_site", "list_domains", "list_sites"]
+__all__ = ["get_domain", "get_site", "list_domains", "list_orgs", "list_sites"]
 
 
 def list_sites(ctx: Context) -> Reply:
@@ -15,9 +15,10 @@ def list_sites(ctx: Context) -> Reply:
     query = schemas.site_list_query(features).validate(ctx.query)
     sites = ctx.store.list_sites(ctx.org_id)
     if features.page_pagination:
-        search = text_filter(query.get("query"))
+        search = search_filter(query.get("query"))
         if search is not None:
-            sites = [s for s in sites if search in s["name"].lower() or search in s["niceId"].lower()]
+            # Upstream searches name and niceId (and label names in 1.22; the emulator has none).
+            sites = [s for s in sites if search(s["name"]) or search(s["niceId"])]
         if query.get("online") == "false":
             sites = []  # every emulated site is online
         sites.sort(key=lambda s: (s["name"], s["siteId"]), reverse=query["order"] == "desc")
@@ -26,7 +27,7 @@ def list_sites(ctx: Context) -> Reply:
         window, pagination = limit_offset_window(sites, query)
     targets = ctx.store.list_targets()
     items = [
-        site_list_item(s, ctx.org_id, len({t["resourceId"] for t in targets if t["siteId"] == s["siteId"]}))
+        site_list_item(s, ctx.org_id, len({t["resourceId"] for t in targets if t["siteId"] == s["siteId"]}), features)
         for s in window
     ]
     return Reply(200, "Sites retrieved successfully", {"sites": items, "pagination": pagination})
@@ -45,3 +46,12 @@ def list_domains(ctx: Context) -> Reply:
 
 def get_domain(ctx: Context) -> Reply:
     return Reply(200, "Domain retrieved successfully", domain_row(ctx.entities["domain"]))
+
+
+def list_orgs(ctx: Context) -> Reply:
+    """GET /orgs (root keys only, contract §4.3). Pangolin returns whole `orgs` rows, which the
+    OpenAPI document leaves open (`orgs: [object]`); the emulator's orgs have only an id and a name."""
+    query = schemas.org_list_query(ctx.features).validate(ctx.query)
+    window, pagination = limit_offset_window(ctx.store.list_orgs(), query)
+    items = [{"orgId": org["orgId"], "name": org["name"]} for org in window]
+    return Reply(200, "Organizations retrieved successfully", {"orgs": items, "pagination": pagination})

@@ -13,7 +13,7 @@ from types import FrameType
 from pangolin_emulator.auth import ORG_ACTIONS, ROOT_ACTIONS
 from pangolin_emulator.context import Settings
 from pangolin_emulator.dataplane import DataPlane, DataPlaneLimits
-from pangolin_emulator.faults import FAULT_KINDS, FaultConfig, FaultInjector, parse_kinds
+from pangolin_emulator.faults import DEFAULT_FAULT_KINDS, FaultConfig, FaultInjector, parse_kinds
 from pangolin_emulator.keys import generate_api_key, hash_secret, split_token
 from pangolin_emulator.routes import Router
 from pangolin_emulator.server import App, EmulatorServer
@@ -26,13 +26,15 @@ SEED_DOMAIN_ID = "domain1"
 
 DESCRIPTION = """\
 Local emulator of the Pangolin Integration API (/v1) for raw TCP/UDP resources, their
-targets, sites and domains, written from the ssh-gateway contract
+targets, sites, domains and orgs, written from the ssh-gateway contract
 (shared/reference/pangolin-api.md). A test double, not Pangolin.
 
 On start it prints one JSON line to stdout:
   {"url": ".../v1", "admin": ".../__emulator", "org_id": ..., "site_id": ..., "domain_id": ...}
-and serves until SIGTERM or SIGINT (exit 0). The test-only admin API under /__emulator has
-no auth: GET counters, POST counters/reset, GET doubly-bound, GET|POST faults, GET state.
+and serves until SIGTERM or SIGINT (exit 0). Like Pangolin 1.17+, GET /v1/openapi.json (and
+.yaml) need no key; the document lists the routes this emulator serves. The test-only admin
+API under /__emulator has no auth: GET counters, POST counters/reset, GET doubly-bound,
+GET|POST faults, GET state.
 """
 
 
@@ -121,13 +123,20 @@ def build_parser() -> argparse.ArgumentParser:
     faults.add_argument(
         "--fault-kinds",
         type=_kinds,
-        default=FAULT_KINDS,
+        default=DEFAULT_FAULT_KINDS,
         metavar="K1,K2",
         help="comma-separated kinds: 500 (error envelope), 429 (with Retry-After: 1), timeout "
-        "(sleep --fault-delay then 500, request not applied), reset (TCP RST, no "
-        "response). A faulted request never changes state (default: all)",
+        "(sleep --fault-delay then 500), reset (TCP RST, no response); none of these applies "
+        "the request. timeout-after-write applies it (a create commits), then holds the "
+        "connection --fault-delay seconds and resets it with no answer: the ambiguous write "
+        "(default: 500,429,timeout,reset)",
     )
-    faults.add_argument("--fault-delay", type=float, default=3.0, help="seconds a timeout fault sleeps (default: 3)")
+    faults.add_argument(
+        "--fault-delay",
+        type=float,
+        default=3.0,
+        help="seconds the timeout and timeout-after-write faults hold a request (default: 3)",
+    )
     plane = parser.add_argument_group("data plane (stands in for Gerbil + Traefik + Newt)")
     plane.add_argument(
         "--data-plane",

@@ -1,16 +1,21 @@
 """Seeded fault injection for `/v1` calls.
 
-A fault is decided before the request is authenticated or handled, so a faulted request
-never changes state. Kinds:
+A fault is drawn before the request is authenticated or handled. Kinds:
 
-- "500": `500 "An error occurred"` envelope.
+- "500": `500 "An error occurred"` envelope; the request is not applied.
 - "429": `429` envelope with `Retry-After: 1` (what a rate-limiting proxy in front would send;
-  Pangolin's integration API itself has no limiter).
+  Pangolin's integration API itself has no limiter); not applied.
 - "timeout": sleep `delay` seconds, then `500` without applying the request, so a client
   with a shorter read timeout sees a timeout and one with a longer one sees a 500.
-- "reset": close the connection with an RST and no response.
+- "reset": close the connection with an RST and no response; not applied.
+- "timeout-after-write": the request IS applied (authenticated, validated and handled as
+  usual, so a create commits its row), then the connection is held `delay` seconds and reset
+  without an answer. This is the ambiguous case a real server behind a proxy produces when the
+  answer is lost after the write: the client cannot tell from the wire whether it happened.
+  It is opt-in (not in DEFAULT_FAULT_KINDS), because it breaks the "a faulted request never
+  changes state" promise of the other kinds.
 
-The same seed and the same sequence of requests give the same faults.
+The same seed, kinds and sequence of requests give the same faults.
 """
 
 from __future__ import annotations
@@ -19,9 +24,20 @@ import random
 import threading
 from dataclasses import asdict, dataclass
 
-__all__ = ["FAULT_KINDS", "FaultConfig", "FaultInjector", "parse_kinds"]
+__all__ = [
+    "AFTER_HANDLER_KINDS",
+    "DEFAULT_FAULT_KINDS",
+    "FAULT_KINDS",
+    "FaultConfig",
+    "FaultInjector",
+    "parse_kinds",
+]
 
-FAULT_KINDS = ("500", "429", "timeout", "reset")
+DEFAULT_FAULT_KINDS = ("500", "429", "timeout", "reset")
+"""The kinds that never change state: the default set."""
+AFTER_HANDLER_KINDS = ("timeout-after-write",)
+"""Kinds that run the handler first and then withhold its answer."""
+FAULT_KINDS = (*DEFAULT_FAULT_KINDS, *AFTER_HANDLER_KINDS)
 
 
 def parse_kinds(text: str | list[str] | tuple[str, ...]) -> tuple[str, ...]:
@@ -37,9 +53,9 @@ class FaultConfig:
     rate: float = 0.0
     """Share of `/v1` calls (health route excluded) that get a fault, 0..1."""
     seed: int = 0
-    kinds: tuple[str, ...] = FAULT_KINDS
+    kinds: tuple[str, ...] = DEFAULT_FAULT_KINDS
     delay: float = 3.0
-    """Seconds a "timeout" fault holds the request before answering 500."""
+    """Seconds a "timeout" or "timeout-after-write" fault holds the request."""
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.rate <= 1.0:

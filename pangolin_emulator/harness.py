@@ -1,4 +1,5 @@
-"""Start the emulator as a subprocess for tests and scripts (stdlib + httpx only).
+"""The one launcher of the emulator: as a subprocess for a test (`running_emulator`), or detached at a fixed
+address for the demo (`DetachedEmulator`).
 
     with running_emulator(tmp_path) as emu:
         client = httpx.Client(base_url=emu.url, headers={"Authorization": f"Bearer {emu.api_key}"})
@@ -13,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import selectors
+import socket
 import subprocess
 import sys
 import time
@@ -25,16 +27,17 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from pangolin_emulator.faults import DEFAULT_FAULT_KINDS
 from pangolin_emulator.keys import generate_api_key
+from ssh_gateway.local.pidfile import PidFile
 
-__all__ = ["EmulatorHandle", "running_emulator"]
+__all__ = ["DetachedEmulator", "EmulatorError", "EmulatorHandle", "running_emulator"]
 
 DB_NAME = "pangolin-emulator.db"
 KEYS_NAME = "api-keys.json"
 STDERR_NAME = "pangolin-emulator.stderr.log"
 _START_TIMEOUT = 15.0
 _STOP_TIMEOUT = 5.0
-_ALL_KINDS = ("500", "429", "timeout", "reset")
 
 
 @dataclass
@@ -48,20 +51,27 @@ class _Launch:
     port: int
     fault_rate: float
     fault_seed: int
-    fault_kinds: tuple[str, ...] = _ALL_KINDS
+    fault_kinds: tuple[str, ...] = DEFAULT_FAULT_KINDS
+    fault_delay: float = 3.0
+    host: str = "127.0.0.1"
+    seed_org: str | None = None
     process: subprocess.Popen[bytes] | None = None
     stderr: IO[bytes] | None = None
 
-    def argv(self, api_key: str, root_api_key: str) -> list[str]:
+    def argv(self, api_key: str, root_api_key: str | None = None) -> list[str]:
         argv = [
             sys.executable, "-m", "pangolin_emulator",
-            "--host", "127.0.0.1", "--port", str(self.port), "--version", self.version,
+            "--host", self.host, "--port", str(self.port), "--version", self.version,
             "--db", str(self.state_dir / DB_NAME),
             "--allow-raw-resources" if self.allow_raw_resources else "--no-allow-raw-resources",
             "--fault-rate", str(self.fault_rate), "--fault-seed", str(self.fault_seed),
-            "--fault-kinds", ",".join(self.fault_kinds),
-            "--seed-key", api_key, "--seed-root-key", root_api_key,
+            "--fault-kinds", ",".join(self.fault_kinds), "--fault-delay", str(self.fault_delay),
+            "--seed-key", api_key,
         ]  # fmt: skip
+        if root_api_key:
+            argv += ["--seed-root-key", root_api_key]
+        if self.seed_org:
+            argv += ["--seed-org", self.seed_org]
         return [*argv, "--data-plane"] if self.data_plane else argv
 
 
@@ -95,9 +105,20 @@ class EmulatorHandle:
         return calls
 
     def fault_counters(self) -> dict[str, int]:
-        """How many of those calls were answered by an injected fault."""
+        """How many of those calls got an injected fault, per route template."""
         faults: dict[str, int] = self._admin("GET", "counters")["faults"]
         return faults
+
+    def fault_counters_by_kind(self) -> dict[str, int]:
+        """Injected faults per kind over all routes, e.g. {"500": 3, "timeout-after-write": 1}."""
+        kinds: dict[str, int] = self._admin("GET", "counters")["fault_kinds"]
+        return kinds
+
+    def fault_counters_by_route_and_kind(self) -> dict[str, dict[str, int]]:
+        """Injected faults per route template and kind: `["PUT /v1/org/{orgId}/resource"]
+        ["timeout-after-write"]` counts creates that were applied but never answered."""
+        by_route: dict[str, dict[str, int]] = self._admin("GET", "counters")["route_fault_kinds"]
+        return by_route
 
     def reset_counters(self) -> None:
         self._admin("POST", "counters/reset")
@@ -105,10 +126,20 @@ class EmulatorHandle:
     def doubly_bound_ports(self) -> dict[int, list[int]]:
         return {int(port): ids for port, ids in self._admin("GET", "doubly-bound").items()}
 
-    def set_faults(self, rate: float, seed: int = 0, kinds: tuple[str, ...] = _ALL_KINDS) -> None:
-        """Change fault injection now; `restart()` keeps the latest settings."""
-        self._admin("POST", "faults", {"rate": rate, "seed": seed, "kinds": list(kinds)})
-        self._launch.fault_rate, self._launch.fault_seed, self._launch.fault_kinds = rate, seed, tuple(kinds)
+    def set_faults(
+        self,
+        rate: float,
+        seed: int = 0,
+        kinds: tuple[str, ...] = DEFAULT_FAULT_KINDS,
+        delay: float | None = None,
+    ) -> None:
+        """Change fault injection now; `restart()` keeps the latest settings. `kinds` may name
+        "timeout-after-write" (applied, then never answered), which the default leaves out;
+        `delay` (seconds the timeout kinds hold a request) stays as it was when None."""
+        launch = self._launch
+        delay = launch.fault_delay if delay is None else delay
+        self._admin("POST", "faults", {"rate": rate, "seed": seed, "kinds": list(kinds), "delay": delay})
+        launch.fault_rate, launch.fault_seed, launch.fault_kinds, launch.fault_delay = rate, seed, tuple(kinds), delay
 
     def state(self) -> dict[str, Any]:
         """{"resources": [...], "targets": [...]} as stored."""
@@ -173,11 +204,16 @@ def _wait_healthy(url: str, process: subprocess.Popen[bytes], launch: _Launch) -
     raise RuntimeError(f"pangolin emulator never became healthy:\n{_stderr_text(launch)}")
 
 
-def _start(launch: _Launch, api_key: str, root_api_key: str) -> dict[str, Any]:
-    """Start the process, return its ready line, and pin the port for later restarts."""
+def _env() -> dict[str, str]:
     env = dict(os.environ)
     package_root = str(Path(__file__).resolve().parent.parent)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+    return env
+
+
+def _start(launch: _Launch, api_key: str, root_api_key: str) -> dict[str, Any]:
+    """Start the process, return its ready line, and pin the port for later restarts."""
+    env = _env()
     launch.stderr = (launch.state_dir / STDERR_NAME).open("ab")
     process = subprocess.Popen(  # noqa: S603 - fixed argv, our own interpreter and module
         launch.argv(api_key, root_api_key), stdout=subprocess.PIPE, stderr=launch.stderr, env=env
@@ -214,13 +250,17 @@ def running_emulator(
     allow_raw_resources: bool = True,
     fault_rate: float = 0.0,
     fault_seed: int = 0,
+    fault_kinds: tuple[str, ...] = DEFAULT_FAULT_KINDS,
+    fault_delay: float = 3.0,
     data_plane: bool = False,
     port: int = 0,
 ) -> Iterator[EmulatorHandle]:
     """Run `python -m pangolin_emulator` until the block exits, then always stop it."""
     state_dir.mkdir(parents=True, exist_ok=True)
     api_key, root_api_key = _keys(state_dir)
-    launch = _Launch(state_dir, version, allow_raw_resources, data_plane, port, fault_rate, fault_seed)
+    launch = _Launch(
+        state_dir, version, allow_raw_resources, data_plane, port, fault_rate, fault_seed, fault_kinds, fault_delay
+    )
     ready = _start(launch, api_key, root_api_key)
     handle = EmulatorHandle(
         url=str(ready["url"]),
@@ -235,3 +275,82 @@ def running_emulator(
         yield handle
     finally:
         handle.stop()
+
+
+class EmulatorError(RuntimeError):
+    """The emulator cannot start where the stack expects it; the message says why."""
+
+
+class DetachedEmulator:
+    """The emulator with its data plane at a fixed `url`, outliving its caller (`scripts/demo --keep`).
+
+    Unlike `running_emulator` (a context manager that always stops the process, for tests), it runs in a
+    session of its own, is found again and stopped through its pid file, and is seeded with the key the
+    stack already holds (`pangolin:apiKey`), so the stack's secret and the emulator agree.
+    """
+
+    def __init__(self, directory: Path, *, url: str, org_id: str, api_key: str) -> None:
+        parts = urlsplit(url)
+        if parts.scheme != "http" or parts.hostname not in ("127.0.0.1", "localhost") or parts.port is None:
+            raise EmulatorError(
+                f"pangolin.url {url!r} is not a local emulator address (http://127.0.0.1:PORT/v1): "
+                "the demo only runs against the emulator"
+            )
+        self.directory = directory
+        self.url = url.rstrip("/")
+        self.log_file = directory / "emulator.log"
+        self._api_key = api_key
+        self._launch = _Launch(
+            directory, "1.22.0", True, True, parts.port, 0.0, 0, host=parts.hostname, seed_org=org_id
+        )
+        self._pid = PidFile(directory / "emulator.pid", marker=str(directory / DB_NAME))
+        self._process: subprocess.Popen[bytes] | None = None
+
+    def healthy(self) -> bool:
+        try:
+            return httpx.get(f"{self.url}/", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def running_pid(self) -> int | None:
+        """The pid of the emulator this directory started, if it still runs."""
+        return self._pid.running_pid()
+
+    def start(self, timeout: float = 20.0) -> int:
+        """Starts the emulator in its own session (so it survives us with --keep); returns its pid."""
+        launch = self._launch
+        with socket.socket() as probe:
+            if probe.connect_ex((launch.host, launch.port)) == 0:
+                raise EmulatorError(
+                    f"{launch.host}:{launch.port} is in use by another process, not this demo's emulator: stop it, "
+                    "or change pangolin.url in the stack's config"
+                )
+        self.directory.mkdir(parents=True, exist_ok=True)
+        with self.log_file.open("ab") as log:
+            process = subprocess.Popen(  # noqa: S603 - our own interpreter and module
+                launch.argv(self._api_key), stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=_env(),
+                start_new_session=True,
+            )  # fmt: skip
+        self._process = process
+        self._pid.write(process.pid)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and process.poll() is None:
+            if self.healthy():
+                return process.pid
+            time.sleep(0.1)
+        self.stop()
+        raise EmulatorError(f"the Pangolin emulator did not come up at {self.url}{self._log_tail()}")
+
+    def stop(self, timeout: float = 10.0) -> bool:
+        """Stops the emulator this directory started, if it runs; True if it was running."""
+        stopped = self._pid.terminate(timeout)
+        process, self._process = self._process, None
+        if process is not None:
+            process.wait(timeout)  # reap our own child
+        return stopped
+
+    def _log_tail(self, lines: int = 15) -> str:
+        if not self.log_file.exists():
+            return ""
+        tail = self.log_file.read_text(errors="replace").splitlines()[-lines:]
+        return f"\n  last lines of {self.log_file}:\n    " + "\n    ".join(tail) if tail else ""

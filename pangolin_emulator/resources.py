@@ -8,7 +8,7 @@ from typing import Any
 from pangolin_emulator import schemas
 from pangolin_emulator.context import Context, Reply
 from pangolin_emulator.errors import INTERNAL, ApiError
-from pangolin_emulator.listing import limit_offset_window, page_window, text_filter
+from pangolin_emulator.listing import limit_offset_window, page_window, search_filter
 from pangolin_emulator.names import unique_nice_id
 from pangolin_emulator.shapes import RAW_MODES, is_raw, resource_list_item, resource_row
 from pangolin_emulator.store import Row
@@ -157,8 +157,10 @@ def get_resource(ctx: Context) -> Reply:
 
 
 def _matches(row: Row, query: dict[str, object], site_ids: set[int]) -> bool:
-    search = text_filter(query.get("query"))
-    if search is not None and search not in row["name"].lower() and search not in row["niceId"].lower():
+    search = search_filter(query.get("query"))
+    # Upstream searches name, niceId and fullDomain (and label names in 1.22; the emulator has
+    # no labels). See listing.search_filter for what a match is.
+    if search is not None and not any(search(row.get(column)) for column in ("name", "niceId", "fullDomain")):
         return False
     enabled = query.get("enabled")
     if enabled is not None and row["enabled"] != (enabled == "true"):

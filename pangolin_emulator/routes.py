@@ -1,25 +1,34 @@
-"""The emulated `/v1` route table, by version (contract §2.1, §3, §4)."""
+"""The emulated `/v1` route table, by version (contract §1.1, §2.1, §3, §4)."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from urllib.parse import unquote
 
-from pangolin_emulator import catalog, resources, targets
+from pangolin_emulator import catalog, openapi, resources, targets
 from pangolin_emulator.auth import Access
 from pangolin_emulator.context import Context, Reply
 from pangolin_emulator.versions import Features
 
-__all__ = ["HEALTH_ROUTE", "Route", "Router"]
+__all__ = ["HEALTH_ROUTE", "PublicRoute", "Route", "Router"]
 
 Handler = Callable[[Context], Reply]
 HEALTH_ROUTE = "GET /v1/"
 
 
+def _compile(template: str) -> re.Pattern[str]:
+    regex = re.sub(r"\\\{(\w+)\\\}", r"(?P<\1>[^/]+)", re.escape(template))
+    # Express matches with or without one trailing slash.
+    return re.compile(f"^{regex}/?$")
+
+
 @dataclass(frozen=True)
 class Route:
+    """A route behind verifyApiKey, an access middleware and an action check."""
+
     method: str
     template: str
     """Path with `{param}` placeholders, e.g. "/v1/resource/{resourceId}"."""
@@ -29,13 +38,29 @@ class Route:
     pattern: re.Pattern[str] = field(init=False, compare=False)
 
     def __post_init__(self) -> None:
-        regex = re.sub(r"\\\{(\w+)\\\}", r"(?P<\1>[^/]+)", re.escape(self.template))
-        # Express matches with or without one trailing slash.
-        object.__setattr__(self, "pattern", re.compile(f"^{regex}/?$"))
+        object.__setattr__(self, "pattern", _compile(self.template))
 
     @property
     def key(self) -> str:
         """The counter key, e.g. "PUT /v1/org/{orgId}/resource"."""
+        return f"{self.method} {self.template}"
+
+
+@dataclass(frozen=True)
+class PublicRoute:
+    """A route mounted before verifyApiKey that serves a fixed document (contract §1.1)."""
+
+    method: str
+    template: str
+    content_type: str
+    body: bytes
+    pattern: re.Pattern[str] = field(init=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "pattern", _compile(self.template))
+
+    @property
+    def key(self) -> str:
         return f"{self.method} {self.template}"
 
 
@@ -68,6 +93,19 @@ def build_routes(features: Features) -> list[Route]:
         Route("GET", "/v1/site/{siteId}", Access.SITE, "getSite", c.get_site),
         Route("GET", "/v1/org/{orgId}/domains", Access.ORG, "listOrgDomains", c.list_domains),
         Route("GET", "/v1/org/{orgId}/domain/{domainId}", Access.DOMAIN, "getDomain", c.get_domain),
+        Route("GET", "/v1/orgs", Access.ROOT, "listOrgs", c.list_orgs),
+    ]
+
+
+def build_public_routes(features: Features, routes: list[Route]) -> list[PublicRoute]:
+    """`/v1/openapi.json` and `/v1/openapi.yaml` from 1.17: a document of the routes the emulator
+    serves. The YAML route sends the same JSON text, which is also valid YAML 1.2."""
+    if not features.openapi_routes:
+        return []
+    text = json.dumps(openapi.document(features, routes), indent=2).encode()
+    return [
+        PublicRoute("GET", "/v1/openapi.json", "application/json; charset=utf-8", text),
+        PublicRoute("GET", "/v1/openapi.yaml", "application/yaml; charset=utf-8", text),
     ]
 
 
@@ -76,6 +114,11 @@ class Router:
 
     def __init__(self, features: Features) -> None:
         self.routes = build_routes(features)
+        self.public = build_public_routes(features, self.routes)
+
+    def match_public(self, method: str, path: str) -> PublicRoute | None:
+        """The unauthenticated route for a method and path, if there is one."""
+        return next((r for r in self.public if r.method == method and r.pattern.match(path)), None)
 
     def match(self, method: str, path: str) -> tuple[Route, dict[str, str]] | None:
         for route in self.routes:

@@ -24,6 +24,7 @@ __all__ = [
     "domain_list_query",
     "http_create",
     "http_update",
+    "org_list_query",
     "raw_create",
     "raw_update",
     "resource_list_query",
@@ -271,3 +272,10 @@ def target_list_query(features: Features) -> Obj:
 
 def domain_list_query(features: Features) -> Obj:
     return _query(_limit_offset(), strict=features.strict_domain_query)
+
+
+def org_list_query(features: Features) -> Obj:
+    """listOrgs: `limit` (default "1000", must be > 0) and `offset` (default "0"); strict from 1.20
+    like the other list queries (contract §6.1)."""
+    fields: dict[str, Schema] = {"limit": CoerceNum(gt=0, default=1000), "offset": CoerceNum(lo=0, default=0)}
+    return _query(fields, strict=features.strict_list_query)

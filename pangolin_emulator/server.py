@@ -1,8 +1,10 @@
 """HTTP plumbing: envelopes, the `/v1` pipeline in Pangolin's middleware order, admin, faults.
 
-Pipeline for `/v1`: route match and call counting → fault injection → JSON body parsing
-(express.json runs before the routers) → API-key check (before routing, so unknown paths
-need a key) → HTML 404 for unknown paths → access and action checks → handler.
+Pipeline for `/v1`: route match and call counting → fault injection → the health route and
+the unauthenticated OpenAPI routes → JSON body parsing (express.json runs before the routers)
+→ API-key check (before routing, so unknown paths need a key) → HTML 404 for unknown paths →
+access and action checks → handler. The pipeline produces an `_Answer`; it is sent, unless a
+"timeout-after-write" fault withholds it after the handler ran.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import struct
 import sys
 import time
 import traceback
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
@@ -23,7 +25,7 @@ from pangolin_emulator.auth import authenticate, authorise
 from pangolin_emulator.bodies import parse_json_body
 from pangolin_emulator.context import Context, Query, Settings
 from pangolin_emulator.errors import INTERNAL, ApiError
-from pangolin_emulator.faults import FaultInjector
+from pangolin_emulator.faults import AFTER_HANDLER_KINDS, FaultInjector
 from pangolin_emulator.routes import HEALTH_ROUTE, Router
 from pangolin_emulator.store import Store
 
@@ -57,6 +59,38 @@ class EmulatorServer(ThreadingHTTPServer):
 
 class _Reset(Exception):
     """The connection was reset on purpose; nothing more to send."""
+
+
+@dataclass(frozen=True)
+class _Answer:
+    """A complete HTTP answer, built before anything is written to the socket."""
+
+    status: int
+    body: bytes
+    content_type: str
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+def _json_answer(status: int, data: Any, headers: dict[str, str] | None = None) -> _Answer:
+    body = json.dumps(data, separators=(",", ":")).encode()
+    return _Answer(status, body, "application/json; charset=utf-8", headers or {})
+
+
+def _error_answer(error: ApiError, headers: dict[str, str] | None = None) -> _Answer:
+    envelope = {
+        "data": None,
+        "success": False,
+        "error": True,
+        "message": error.message,
+        "status": error.status,
+        "stack": None,
+    }
+    return _json_answer(error.status, envelope, headers)
+
+
+def _html_404(method: str, path: str) -> _Answer:
+    page = _HTML_404.format(method=method, path=path)
+    return _Answer(404, page.encode(), "text/html; charset=utf-8", {"Content-Security-Policy": "default-src 'none'"})
 
 
 def _query(raw: str) -> Query:
@@ -102,34 +136,15 @@ class _Handler(BaseHTTPRequestHandler):
 
     # --- responses -----------------------------------------------------------------------
 
-    def _send(self, status: int, body: bytes, content_type: str, headers: dict[str, str] | None = None) -> None:
-        self.send_response(status)
+    def _send(self, answer: _Answer) -> None:
+        self.send_response(answer.status)
         self.send_header("X-Powered-By", "Express")
-        self.send_header("Content-Type", content_type)
-        self.send_header("Content-Length", str(len(body)))
-        for name, value in (headers or {}).items():
+        self.send_header("Content-Type", answer.content_type)
+        self.send_header("Content-Length", str(len(answer.body)))
+        for name, value in answer.headers.items():
             self.send_header(name, value)
         self.end_headers()
-        self.wfile.write(body)
-
-    def _send_json(self, status: int, data: Any, headers: dict[str, str] | None = None) -> None:
-        body = json.dumps(data, separators=(",", ":")).encode()
-        self._send(status, body, "application/json; charset=utf-8", headers)
-
-    def _send_error(self, error: ApiError, headers: dict[str, str] | None = None) -> None:
-        envelope = {
-            "data": None,
-            "success": False,
-            "error": True,
-            "message": error.message,
-            "status": error.status,
-            "stack": None,
-        }
-        self._send_json(error.status, envelope, headers)
-
-    def _send_html_404(self, path: str) -> None:
-        page = _HTML_404.format(method=self.command, path=path)
-        self._send(404, page.encode(), "text/html; charset=utf-8", {"Content-Security-Policy": "default-src 'none'"})
+        self.wfile.write(answer.body)
 
     def _reset(self) -> None:
         # SO_LINGER 0 makes close() send an RST instead of a FIN.
@@ -158,60 +173,92 @@ class _Handler(BaseHTTPRequestHandler):
         try:
             raw = self._read_body()
             if url.path == ADMIN_PREFIX or url.path.startswith(ADMIN_PREFIX + "/"):
-                self._handle_admin(url.path, raw)
+                self._send(self._admin_answer(url.path, raw))
             elif url.path == "/v1" or url.path.startswith("/v1/"):
                 self._handle_v1(url.path, url.query, raw)
             else:
-                self._send_html_404(url.path)
+                self._send(_html_404(self.command, url.path))
         except _Reset:
             return
-        except ApiError as error:
-            self._send_error(error)
         except Exception:
+            # Only the admin API and the socket can get here: /v1 errors become answers.
             traceback.print_exc(file=sys.stderr)
-            self._send_error(ApiError(500, INTERNAL))
+            self._send(_error_answer(ApiError(500, INTERNAL)))
 
-    def _handle_admin(self, path: str, raw: bytes) -> None:
+    def _admin_answer(self, path: str, raw: bytes) -> _Answer:
         app = self.server.app
         try:
             body = json.loads(raw) if raw else None
         except json.JSONDecodeError as exc:
-            self._send_json(400, {"error": f"invalid JSON: {exc}"})
-            return
+            return _json_answer(400, {"error": f"invalid JSON: {exc}"})
         status, data = handle_admin(app.store, app.faults, self.command, path, body)
-        self._send_json(status, data)
+        return _json_answer(status, data)
 
     def _apply_fault(self, kind: str) -> None:
+        """Answer with a fault that runs instead of the request."""
         if kind == "reset":
             self._reset()
         elif kind == "429":
-            self._send_error(ApiError(429, "Too many requests, please try again later."), {"Retry-After": "1"})
+            self._send(_error_answer(ApiError(429, "Too many requests, please try again later."), {"Retry-After": "1"}))
         else:
             if kind == "timeout":
                 time.sleep(self.server.app.faults.config.delay)
-            self._send_error(ApiError(500, INTERNAL))
+            self._send(_error_answer(ApiError(500, INTERNAL)))
+
+    def _route_key(self, path: str) -> str | None:
+        """The counter key of the route this request reaches, or None for an unknown path."""
+        app = self.server.app
+        if self.command == "GET" and path in ("/v1", "/v1/"):
+            return HEALTH_ROUTE
+        public = app.router.match_public(self.command, path)
+        if public is not None:
+            return public.key
+        matched = app.router.match(self.command, path)
+        return matched[0].key if matched is not None else None
 
     def _handle_v1(self, path: str, raw_query: str, raw: bytes) -> None:
         app = self.server.app
-        if self.command == "GET" and path in ("/v1", "/v1/"):
-            app.store.count_call(HEALTH_ROUTE)
-            self._send_json(200, {"message": "Healthy"})
-            return
-        matched = app.router.match(self.command, path)
-        if matched is not None:
-            app.store.count_call(matched[0].key)
-            fault = app.faults.draw()
+        route_key = self._route_key(path)
+        fault: str | None = None
+        if route_key is not None:
+            app.store.count_call(route_key)
+            # The health route is what start-up waits for, so it is never faulted.
+            fault = app.faults.draw() if route_key != HEALTH_ROUTE else None
             if fault is not None:
-                app.store.count_fault(matched[0].key)
-                self._apply_fault(fault)
-                return
+                app.store.count_fault(route_key, fault)
+                if fault not in AFTER_HANDLER_KINDS:
+                    self._apply_fault(fault)
+                    return
+        answer = self._answer_v1(path, raw_query, raw)
+        if fault in AFTER_HANDLER_KINDS:
+            # "timeout-after-write": the handler ran and committed; its answer is lost.
+            time.sleep(app.faults.config.delay)
+            self._reset()
+        self._send(answer)
+
+    def _answer_v1(self, path: str, raw_query: str, raw: bytes) -> _Answer:
+        try:
+            return self._run_v1(path, raw_query, raw)
+        except ApiError as error:
+            return _error_answer(error)
+        except Exception:
+            traceback.print_exc(file=sys.stderr)
+            return _error_answer(ApiError(500, INTERNAL))
+
+    def _run_v1(self, path: str, raw_query: str, raw: bytes) -> _Answer:
+        app = self.server.app
+        if self.command == "GET" and path in ("/v1", "/v1/"):
+            return _json_answer(200, {"message": "Healthy"})
+        public = app.router.match_public(self.command, path)
+        if public is not None:
+            return _Answer(200, public.body, public.content_type)
         if len(raw) > _BODY_LIMIT:
             raise ApiError(413, "request entity too large")
         body = parse_json_body(self.headers.get("Content-Type"), raw)
         key = authenticate(app.store, self.headers.get("Authorization"))
+        matched = app.router.match(self.command, path)
         if matched is None:
-            self._send_html_404(path)
-            return
+            return _html_404(self.command, path)
         route, params = matched
         org_id, entities = authorise(app.store, key, route.access, route.action, params)
         ctx = Context(app.store, app.settings, params, _query(raw_query), body, key, entities, org_id)
@@ -223,4 +270,4 @@ class _Handler(BaseHTTPRequestHandler):
             "message": reply.message,
             "status": reply.status,
         }
-        self._send_json(reply.status, envelope)
+        return _json_answer(reply.status, envelope)

@@ -22,6 +22,8 @@ __all__ = [
 ]
 
 RAW_MODES = ("tcp", "udp")
+SITE_STATUS = "approved"
+"""Every emulated site's status: none awaits approval (`/site/{id}/approve` is not emulated)."""
 
 # Column order of the 1.18.4 create response; 1.19+ inserts policy ids and appends mode fields.
 _RESOURCE_HEAD = ("resourceId", "resourceGuid", "orgId", "niceId", "name", "subdomain", "fullDomain",
@@ -36,10 +38,11 @@ _MODE_FIELDS = ("mode", "pamMode", "authDaemonMode", "authDaemonPort", "status")
 _TARGET_FIELDS = ("targetId", "resourceId", "siteId", "ip", "method", "port", "internalPort", "enabled",
                   "path", "pathMatchType", "rewritePath", "rewritePathType", "priority")  # fmt: skip
 _TARGET_122 = ("mode", "authToken", "providerId")
-_HEALTH_FIELDS = ("targetHealthCheckId", "hcEnabled", "hcPath", "hcScheme", "hcMode", "hcHostname", "hcPort",
-                  "hcInterval", "hcUnhealthyInterval", "hcTimeout", "hcHeaders", "hcFollowRedirects",
-                  "hcMethod", "hcStatus", "hcHealth", "hcTlsServerName", "hcHealthyThreshold",
-                  "hcUnhealthyThreshold", "orgId", "name")  # fmt: skip
+_HC_FIELDS = ("hcEnabled", "hcPath", "hcScheme", "hcMode", "hcHostname", "hcPort", "hcInterval",
+              "hcUnhealthyInterval", "hcTimeout", "hcHeaders", "hcFollowRedirects", "hcMethod", "hcStatus",
+              "hcHealth", "hcTlsServerName", "hcHealthyThreshold", "hcUnhealthyThreshold")  # fmt: skip
+_HEALTH_FIELDS = ("targetHealthCheckId", *_HC_FIELDS, "orgId", "name")
+_PATH_FIELDS = ("path", "pathMatchType", "rewritePath", "rewritePathType", "priority")
 
 
 def _legacy_fields(mode: str) -> dict[str, Any]:
@@ -118,11 +121,13 @@ def resource_list_item(row: Row, targets: list[Row], sites: dict[int, Row], feat
         "health": row.get("health", "unknown"),
         "targets": [_list_target(t, sites.get(t["siteId"]), features) for t in targets],
     }
-    if features.policies:
+    if features.resource_list_sites:
         used = {t["siteId"]: sites[t["siteId"]] for t in targets if t["siteId"] in sites}
+        # Pangolin adds `online` for non-local sites only; the emulator has local sites only.
         item["sites"] = [
             {"siteId": s["siteId"], "siteName": s["name"], "siteNiceId": s["niceId"]} for s in used.values()
         ]
+    if features.policies:
         item["labels"] = []
     return item
 
@@ -134,11 +139,30 @@ def target_row(target: Row, org_id: str, features: Features) -> dict[str, Any]:
     return {key: merged.get(key) for key in keys}
 
 
-def target_list_item(target: Row, org_id: str, site: Row | None, features: Features) -> dict[str, Any]:
-    return target_row(target, org_id, features) | {"siteType": site["type"] if site else None}
+def target_list_item(target: Row, site: Row | None, features: Features) -> dict[str, Any]:
+    """One entry of GET /resource/{id}/targets: the target joined with its site's type and name and
+    its health-check columns. Unlike the create/get/update row it has no internalPort, orgId, name,
+    targetHealthCheckId or authToken (observed on 1.18.4 and 1.22.0, issue 11); 1.22 adds mode and
+    providerId. Keys in the order of upstream's select."""
+    item: dict[str, Any] = {"targetId": target["targetId"], "ip": target["ip"]}
+    if features.policies:
+        item["mode"] = target.get("mode")
+    item |= {key: target.get(key) for key in ("method", "port", "enabled", "resourceId")}
+    if features.policies:
+        item["providerId"] = target.get("providerId")
+    item |= {
+        "siteId": target["siteId"],
+        "siteType": site["type"] if site else None,
+        "siteName": site["name"] if site else None,
+    }
+    item |= {key: target.get(key) for key in (*_HC_FIELDS, *_PATH_FIELDS)}
+    return item
 
 
 def site_row(site: Row) -> dict[str, Any]:
+    """GET /site/{id}: upstream's getSite returns the whole `sites` row, so `online` and `subnet`
+    stay here although list items drop them, and `status` is here because the list selects it
+    from this same row (observed in list items on 1.18.4 and 1.22.0, issue 11)."""
     return {
         "siteId": site["siteId"],
         "orgId": site["orgId"],
@@ -157,26 +181,37 @@ def site_row(site: Row) -> dict[str, Any]:
         "publicKey": None,
         "listenPort": None,
         "dockerSocketEnabled": True,
+        "status": SITE_STATUS,
     }
 
 
-def site_list_item(site: Row, org_name: str, resource_count: int) -> dict[str, Any]:
-    return {
+def site_list_item(site: Row, org_name: str, resource_count: int, features: Features) -> dict[str, Any]:
+    """One entry of GET /org/{orgId}/sites (observed on 1.18.4 and 1.22.0, issue 11): the site
+    joined with its exit node (name, endpoint, remote exit node id), `status` and
+    `newtUpdateAvailable`, `labels` from 1.22; no `subnet`, and no `online` for a local site (the
+    only kind the emulator has; Pangolin drops the key for local sites)."""
+    item: dict[str, Any] = {
         "siteId": site["siteId"],
         "niceId": site["niceId"],
         "name": site["name"],
         "pubKey": None,
-        "subnet": None,
         "megabytesIn": 0,
         "megabytesOut": 0,
         "orgName": org_name,
         "type": site["type"],
-        "online": True,
         "address": None,
-        "exitNodeId": None,
         "newtVersion": None,
+        "exitNodeId": None,
+        "exitNodeName": None,
+        "exitNodeEndpoint": None,
+        "remoteExitNodeId": None,
         "resourceCount": resource_count,
+        "status": SITE_STATUS,
+        "newtUpdateAvailable": False,
     }
+    if features.policies:
+        item["labels"] = []
+    return item
 
 
 def domain_row(domain: Row) -> dict[str, Any]:

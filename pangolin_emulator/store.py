@@ -1,4 +1,4 @@
-"""SQLite state: orgs, keys, sites, domains, resources, targets and call counters.
+"""SQLite state: orgs, keys, sites, domains, resources, targets, call and fault counters.
 
 One connection behind one lock: the HTTP threads and the data-plane thread take turns, which
 is plenty for a test double and keeps every operation atomic. Resources and targets keep
@@ -46,8 +46,9 @@ CREATE TABLE IF NOT EXISTS targets (
     resourceId INTEGER NOT NULL REFERENCES resources (resourceId) ON DELETE CASCADE,
     siteId INTEGER NOT NULL, ip TEXT NOT NULL, port INTEGER NOT NULL, enabled INTEGER NOT NULL,
     attrs TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS counters (
-    route TEXT PRIMARY KEY, calls INTEGER NOT NULL DEFAULT 0, faults INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS counters (route TEXT PRIMARY KEY, calls INTEGER NOT NULL DEFAULT 0);
+CREATE TABLE IF NOT EXISTS fault_counters (
+    route TEXT NOT NULL, kind TEXT NOT NULL, faults INTEGER NOT NULL, PRIMARY KEY (route, kind));
 """
 
 _ORG_DOMAINS = "SELECT d.* FROM domains d JOIN org_domains o USING (domainId) WHERE o.orgId = ?"
@@ -113,6 +114,11 @@ class Store:
     def ensure_org(self, org_id: str) -> None:
         with self._tx() as db:
             db.execute("INSERT OR IGNORE INTO orgs (orgId, name) VALUES (?, ?)", (org_id, org_id))
+
+    def list_orgs(self) -> list[Row]:
+        """Every org, in creation order (a Pangolin `SELECT * FROM orgs` without ORDER BY)."""
+        with self._tx() as db:
+            return list(db.execute("SELECT * FROM orgs ORDER BY rowid"))
 
     def put_key(
         self, key_id: str, secret_hash: str, *, is_root: bool, org_id: str | None, actions: tuple[str, ...]
@@ -303,18 +309,24 @@ class Store:
                 (route,),
             )
 
-    def count_fault(self, route: str) -> None:
+    def count_fault(self, route: str, kind: str) -> None:
         with self._tx() as db:
-            db.execute("UPDATE counters SET faults = faults + 1 WHERE route = ?", (route,))
+            db.execute(
+                "INSERT INTO fault_counters (route, kind, faults) VALUES (?, ?, 1)"
+                " ON CONFLICT (route, kind) DO UPDATE SET faults = faults + 1",
+                (route, kind),
+            )
 
-    def counters(self) -> tuple[dict[str, int], dict[str, int]]:
-        """(calls per route, faults per route)."""
+    def counters(self) -> tuple[dict[str, int], dict[str, dict[str, int]]]:
+        """(calls per route, injected faults per route and kind)."""
         with self._tx() as db:
-            rows = list(db.execute("SELECT * FROM counters ORDER BY route"))
-        calls = {row["route"]: int(row["calls"]) for row in rows}
-        faults = {row["route"]: int(row["faults"]) for row in rows if row["faults"]}
+            calls = {row["route"]: int(row["calls"]) for row in db.execute("SELECT * FROM counters ORDER BY route")}
+            faults: dict[str, dict[str, int]] = {}
+            for row in db.execute("SELECT * FROM fault_counters ORDER BY route, kind"):
+                faults.setdefault(row["route"], {})[row["kind"]] = int(row["faults"])
         return calls, faults
 
     def reset_counters(self) -> None:
         with self._tx() as db:
             db.execute("DELETE FROM counters")
+            db.execute("DELETE FROM fault_counters")

@@ -75,5 +75,5 @@ def list_targets(ctx: Context) -> Reply:
     resource = ctx.entities["resource"]
     query = schemas.target_list_query(ctx.features).validate(ctx.query)
     window, pagination = limit_offset_window(ctx.store.list_targets(resource["resourceId"]), query)
-    items = [target_list_item(t, resource["orgId"], ctx.store.get_site(t["siteId"]), ctx.features) for t in window]
+    items = [target_list_item(t, ctx.store.get_site(t["siteId"]), ctx.features) for t in window]
     return Reply(200, "Targets retrieved successfully", {"targets": items, "pagination": pagination})

@@ -239,9 +239,11 @@ class Arr(Schema):
 
 @dataclass
 class CoerceNum(Schema):
-    """A query-string integer: `z.coerce.number().int()`, NaN for anything unparseable."""
+    """A query-string integer: `z.coerce.number().int()`, NaN for anything unparseable; `lo` is
+    inclusive, `gt` exclusive (`.positive()` is `gt=0`)."""
 
     lo: int | None = None
+    gt: int | None = None
     optional: bool = True
     default: object = UNDEFINED
 
@@ -254,7 +256,8 @@ class CoerceNum(Schema):
             return value, [invalid("number", number, path)]
         if not number.is_integer():
             return value, [invalid("int", number, path)]
-        return int(number), _bounds(number, self.lo, None, False, path)
+        lo = self.gt if self.gt is not None else self.lo
+        return int(number), _bounds(number, lo, None, self.gt is not None, path)
 
 
 Refine = Callable[[dict[str, object]], Issue | None]

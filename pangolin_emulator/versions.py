@@ -44,6 +44,18 @@ class Features:
         return self.version >= (1, 16, 0)
 
     @property
+    def openapi_routes(self) -> bool:
+        """1.17: unauthenticated `GET /v1/openapi.json` and `/v1/openapi.yaml` (contract §1.1, §6.1)."""
+        return self.version >= (1, 17, 0)
+
+    @property
+    def resource_list_sites(self) -> bool:
+        """Resource list items carry `sites` (observed on 1.18.4 and 1.22.0, issue 11). An earlier
+        1.16-era upstream tree has no such key; the first version with it is not known, so the
+        emulator assumes 1.18.0."""
+        return self.version >= (1, 18, 0)
+
+    @property
     def strict_list_query(self) -> bool:
         """1.20: unknown query keys on list routes are rejected."""
         return self.version >= (1, 20, 0)

@@ -7,7 +7,12 @@ sets from the engine's ConfigureStack: see scripts/toolchain/langhost.py, `_Poli
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
 from typing import Any
+
+# The rules use the project's domain core (ssh_gateway.core), one directory up from the pack.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import pulumi
 import rules  # type: ignore[import-not-found, unused-ignore]  # a sibling module: the pack runs from its own directory

@@ -7,22 +7,24 @@ Every message names the resource, the value and what is allowed.
 
 from __future__ import annotations
 
-import re
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-PANGOLIN_TYPE = "pulumi-python:dynamic/pangolin:TcpResource"
-ALLOCATION_TYPE = "pulumi-python:dynamic/ssh-gateway:PortAllocation"
-NSG_RULE_TYPE = "azure-native:network:SecurityRule"
-NSG_TYPE = "azure-native:network:NetworkSecurityGroup"
-SERVICE_TYPE = "kubernetes:core/v1:Service"
-COMPONENT_TYPE = "ssh-gateway:index:SshInstance"
-
-# Sources that mean "anyone": a catch-all CIDR, Azure's `*`, or a service tag (`Internet`; `Any` in the portal).
-WORLD = frozenset({"0.0.0.0/0", "::/0", "*", "internet", "any"})
-_RANGE = re.compile(r"^\s*(\d+)\s*-\s*(\d+)\s*$")
+# The pack runs in its own venv (no pydantic): it imports only the stdlib-only parts of the core.
+from ssh_gateway.core.firewall import opens_to_world
+from ssh_gateway.core.names import (
+    ALLOCATION_TYPE,
+    COMPONENT_TYPE,
+    NSG_RULE_TYPE,
+    NSG_TYPE,
+    PANGOLIN_TYPE,
+    SERVICE_TYPE,
+    type_chain,
+    urn_name,
+)
+from ssh_gateway.core.ports import PortRange
 
 
 @dataclass(frozen=True)
@@ -47,10 +49,6 @@ class Violation:
     urn: str | None = None
 
 
-def _name(urn: str) -> str:
-    return urn.rsplit("::", 1)[-1]
-
-
 def _int(value: Any) -> int | None:
     # The engine hands numbers over as floats.
     if isinstance(value, bool) or not isinstance(value, int | float | str):
@@ -61,15 +59,15 @@ def _int(value: Any) -> int | None:
         return None
 
 
-def parse_range(text: Any) -> tuple[int, int] | None:
-    """`"40000-40019"` -> `(40000, 40019)`; a single port is a range of one; anything else is None."""
-    if not isinstance(text, str | int | float) or isinstance(text, bool):
-        return None
-    match = _RANGE.match(str(text))
-    if match:
-        return int(match[1]), int(match[2])
+def _ports(text: Any) -> PortRange | None:
+    """An Azure port field (`"40001"` or `"40000-40010"`) or a config range; None for anything else."""
     port = _int(text)
-    return (port, port) if port is not None else None
+    if port is not None and not isinstance(text, str):
+        return PortRange(start=port, end=port)
+    try:
+        return PortRange.parse(text) if "-" in str(text) else PortRange(start=int(str(text)), end=int(str(text)))
+    except ValueError:
+        return None
 
 
 # --- no NSG rule open to the world in production -------------------------------------------------------------
@@ -82,7 +80,7 @@ def _world_sources(rule: Mapping[str, Any]) -> list[str]:
     if str(rule.get("access") or "Allow").lower() != "allow":
         return []
     sources = [rule.get("sourceAddressPrefix"), *(rule.get("sourceAddressPrefixes") or [])]
-    return [s for s in sources if isinstance(s, str) and s.strip().lower() in WORLD]
+    return opens_to_world([s for s in sources if isinstance(s, str)])
 
 
 def nsg_open_to_world(resource: Resource, *, production: bool) -> list[Violation]:
@@ -98,7 +96,7 @@ def nsg_open_to_world(resource: Resource, *, production: bool) -> list[Violation
         return []
     found: list[Violation] = []
     for rule in rules:
-        label = rule.get("securityRuleName") or rule.get("name") or _name(resource.urn)
+        label = rule.get("securityRuleName") or rule.get("name") or urn_name(resource.urn)
         ports = rule.get("destinationPortRange") or ", ".join(rule.get("destinationPortRanges") or []) or "*"
         found.extend(
             Violation(
@@ -115,19 +113,20 @@ def nsg_open_to_world(resource: Resource, *, production: bool) -> list[Violation
 # --- every Pangolin port inside the stack's range ----------------------------------------------------------------
 
 
-def stack_range(config_ports: Any, resources: Iterable[Resource]) -> tuple[int, int] | None:
+def stack_range(config_ports: Any, resources: Iterable[Resource]) -> PortRange | None:
     """The stack's port range: `ssh-gateway:ports.range` from its config, else the allocation table's."""
     if isinstance(config_ports, Mapping):
-        configured = parse_range(config_ports.get("range"))
+        configured = _ports(config_ports.get("range"))
         if configured:
             return configured
     for resource in resources:
         if resource.type == ALLOCATION_TYPE:
-            return parse_range(resource.props.get("range"))
+            start, end = _int(resource.props.get("start")), _int(resource.props.get("end"))
+            return PortRange(start=start, end=end) if start and end else None
     return None
 
 
-def ports_outside_range(resources: Iterable[Resource], port_range: tuple[int, int] | None) -> list[Violation]:
+def ports_outside_range(resources: Iterable[Resource], port_range: PortRange | None) -> list[Violation]:
     """Every Pangolin `proxyPort` inside the stack's range (the ports Gerbil/Traefik publish and the NSG opens)."""
     resources = list(resources)
     pangolin = [r for r in resources if r.type == PANGOLIN_TYPE]
@@ -135,14 +134,14 @@ def ports_outside_range(resources: Iterable[Resource], port_range: tuple[int, in
         return []
     if port_range is None:
         return [Violation("the stack has Pangolin resources but no port range: set ssh-gateway:ports.range")]
-    start, end = port_range
+    start, end = port_range.start, port_range.end
     found: list[Violation] = []
     for resource in pangolin:
         port = _int(resource.props.get("proxyPort"))
-        if port is None or not start <= port <= end:
+        if port is None or port not in port_range:
             found.append(
                 Violation(
-                    f"Pangolin resource {_name(resource.urn)!r} has proxyPort "
+                    f"Pangolin resource {urn_name(resource.urn)!r} has proxyPort "
                     f"{port if port is not None else resource.props.get('proxyPort')!r}, "
                     f"outside the stack's range {start}-{end} (ssh-gateway:ports.range). Allowed: a port from "
                     f"{start} to {end}; pin one with the instance's `port`, or widen the range.",
@@ -159,9 +158,9 @@ def _nsg_ports(props: Mapping[str, Any]) -> Iterator[int]:
     if str(props.get("direction") or "Inbound").lower() != "inbound":
         return
     for text in [props.get("destinationPortRange"), *(props.get("destinationPortRanges") or [])]:
-        bounds = parse_range(text)
+        bounds = _ports(text)
         if bounds:
-            yield from range(bounds[0], bounds[1] + 1)
+            yield from bounds
 
 
 def shared_ports(resources: Iterable[Resource]) -> list[Violation]:
@@ -187,13 +186,13 @@ def shared_ports(resources: Iterable[Resource]) -> list[Violation]:
         )
         if not clash:
             continue
-        users = sorted({_name(r.urn) for held in owners.values() for r in held})
+        users = sorted({urn_name(r.urn) for held in owners.values() for r in held})
         for held in owners.values():
             for resource in held:
-                others = ", ".join(u for u in users if u != _name(resource.urn))
+                others = ", ".join(u for u in users if u != urn_name(resource.urn))
                 found.append(
                     Violation(
-                        f"port {port} is used by {_name(resource.urn)!r} and also by {others}: each public port "
+                        f"port {port} is used by {urn_name(resource.urn)!r} and also by {others}: each public port "
                         "belongs to one instance. Allowed: distinct ports, as the allocator hands out (unpin one).",
                         resource.urn,
                     )
@@ -205,9 +204,8 @@ def shared_ports(resources: Iterable[Resource]) -> list[Violation]:
 
 
 def created_by_component(urn: str) -> bool:
-    """Whether an `SshInstance` is among the resource's ancestors (its URN's type chain)."""
-    qualified_type = urn.split("::")[2] if urn.count("::") >= 3 else ""
-    return COMPONENT_TYPE in qualified_type.split("$")[:-1]
+    """Whether an `SshInstance` is among the resource's ancestors."""
+    return COMPONENT_TYPE in type_chain(urn)[:-1]
 
 
 def load_balancer_from_component(resource: Resource) -> list[Violation]:
@@ -220,7 +218,7 @@ def load_balancer_from_component(resource: Resource) -> list[Violation]:
         return []
     return [
         Violation(
-            f"Service {_name(resource.urn)!r} of an SshInstance has type LoadBalancer, which gives sshd a public IP "
+            f"Service {urn_name(resource.urn)!r} of an SshInstance has type LoadBalancer, which gives sshd a public IP "
             "of its own, bypassing Pangolin and the NSG rule. Allowed: NodePort or ClusterIP.",
             resource.urn,
         )

@@ -5,6 +5,6 @@
   the providers, the tools and the tests all import it.
 - `ssh_gateway.ops`: the operator's tools: the offline toolchain environment, Automation API helpers, the
   doctor, the drift check and the preview summary.
-- `ssh_gateway.local`: the local rig: the demo (the main job on one machine), a loopback sshd, the Pangolin
-  emulator launcher and the tests' control plane (kube-apiserver + etcd).
+- `ssh_gateway.local`: the local rig: the demo (the main job on one machine), a loopback sshd and the tests'
+  control plane (kube-apiserver + etcd). The Pangolin emulator has one launcher, `pangolin_emulator.harness`.
 """

@@ -1,6 +1,6 @@
 """A synchronous client for the routes of Pangolin's Integration API that raw TCP/UDP resources use.
 
-The contract is /work/shared/reference/pangolin-api.md (1.10 to 1.22). The client speaks both
+The contract is docs/pangolin-api.md (1.10 to 1.22). The client speaks both
 create dialects, follows both pagination schemes, decodes the `{data, success, error, message,
 status}` envelope and maps errors onto `providers.pangolin.errors`.
 """
@@ -8,13 +8,12 @@ status}` envelope and maps errors onto `providers.pangolin.errors`.
 from __future__ import annotations
 
 import functools
-import random
 import ssl
 import threading
 import time
 from collections.abc import Callable, Mapping
 from types import TracebackType
-from typing import Any, Final, Literal, TypeVar
+from typing import Any, Literal, TypeVar
 from urllib.parse import quote
 
 import httpx
@@ -24,11 +23,12 @@ from .errors import (
     PangolinError,
     PangolinServerError,
     PangolinTransportError,
+    PangolinUnreachable,
     PangolinValidationError,
     error_for_status,
+    may_have_applied,
 )
 from .models import (
-    Domain,
     Envelope,
     LegacyRawResourceCreate,
     Pagination,
@@ -36,25 +36,23 @@ from .models import (
     RawResourceCreate,
     RawResourceUpdate,
     Resource,
-    Site,
     Target,
     TargetCreate,
     TargetUpdate,
 )
+from .policy import DEFAULT_POLICY, HttpPolicy
 
-__all__ = ["DEFAULT_TIMEOUT", "Dialect", "PangolinClient"]
+__all__ = ["Dialect", "PangolinClient"]
 
 Dialect = Literal["auto", "mode", "legacy"]
 """Create-body dialect: 1.19+ `mode`, 1.10-1.18 `legacy` (`http`/`protocol`), or `auto`."""
-
-DEFAULT_TIMEOUT: Final = httpx.Timeout(30.0, connect=5.0)
 
 # What `dialect="auto"` learned per base URL. Module-level so that the clients built per provider
 # call (one per call, see provider.py) pay the 1.18 fallback once per process, not once per create.
 _learned_dialects: dict[str, Literal["mode", "legacy"]] = {}
 _learned_lock = threading.Lock()
 
-# How 1.18 answers a `mode` body (pangolin-api.md, Addendum 8).
+# How 1.18 answers a `mode` body (docs/pangolin-api.md, Addendum 8).
 _LEGACY_ONLY_MESSAGES = ("http field is required", 'Unrecognized key: "mode"')
 
 _ModelT = TypeVar("_ModelT", bound=BaseModel)
@@ -72,8 +70,14 @@ class PangolinClient:
 
     Retries with jittered exponential backoff on connection errors, timeouts, resets, 408, 429
     (honouring `Retry-After`, capped) and 5xx, but only for idempotent calls: GET, DELETE and the
-    absolute-value updates `POST /resource/{id}` and `POST /target/{id}`. A create (PUT) is retried
-    only when it provably did not reach the server (connect error) or was refused with 429.
+    absolute-value updates `POST /resource/{id}` and `POST /target/{id}`. A create (PUT) is sent again
+    as is only when it provably did not reach the server (connect error) or was refused with 429.
+
+    Creates are still safe to retry (`create_resource`, `create_target`): after a failure that leaves
+    unknown whether Pangolin made the object (`errors.may_have_applied`: 5xx, timeout, reset), the client
+    looks for it once - a resource by its name, a target among its resource's targets - and returns it if
+    it exists; otherwise it waits the policy's backoff and sends the create again, up to the policy's
+    retries. The happy path costs one write and no read.
     """
 
     def __init__(
@@ -81,11 +85,7 @@ class PangolinClient:
         base_url: str,
         api_key: str,
         *,
-        timeout: float | httpx.Timeout = DEFAULT_TIMEOUT,
-        max_retries: int = 4,
-        backoff_base: float = 0.5,
-        backoff_max: float = 8.0,
-        retry_after_max: float = 30.0,
+        policy: HttpPolicy = DEFAULT_POLICY,
         page_size: int = 100,
         dialect: Dialect = "auto",
         transport: httpx.BaseTransport | None = None,
@@ -93,17 +93,14 @@ class PangolinClient:
     ) -> None:
         self._base_url = base_url.rstrip("/")
         self._api_key = api_key
-        self._max_retries = max_retries
-        self._backoff_base = backoff_base
-        self._backoff_max = backoff_max
-        self._retry_after_max = retry_after_max
+        self._policy = policy
         self._page_size = page_size
         self._dialect: Dialect = dialect
         self._sleep = sleep
         self._http = httpx.Client(
             base_url=self._base_url,
             headers={"Authorization": f"Bearer {api_key}", "Accept": "application/json"},
-            timeout=timeout,
+            timeout=policy.timeout,
             transport=transport,
             verify=_tls_context(),
         )
@@ -126,7 +123,34 @@ class PangolinClient:
     # --- resources ---------------------------------------------------------------------------
 
     def create_resource(self, org_id: str, *, name: str, protocol: Protocol, proxy_port: int) -> Resource:
-        """Create a raw TCP/UDP resource listening on `proxy_port` (Pangolin never picks one)."""
+        """Create a raw TCP/UDP resource listening on `proxy_port` (Pangolin never picks one).
+
+        Safe to retry: after an ambiguous failure a resource of this exact name and protocol that exists
+        (the lowest id, if several) is returned instead of a second one being made - with whatever port
+        and `enabled` it has, which the caller reconciles.
+        """
+        return self._create_once(
+            "PUT /org/{orgId}/resource",
+            lambda: self._send_resource(org_id, name=name, protocol=protocol, proxy_port=proxy_port),
+            lambda: next(iter(self.find_resources(org_id, name, protocol)), None),
+        )
+
+    def find_resources(self, org_id: str, name: str, protocol: Protocol) -> list[Resource]:
+        """The org's raw resources of exactly this `name` and `protocol`, lowest id first.
+
+        1.16+ searches with `query`; it is a case-insensitive substring match in which `%` and `_` are
+        wildcards (docs/pangolin-api.md §2.6), so it finds a superset and names are compared here, exactly.
+        SQLite folds only ASCII letters there while the query is lower-cased in full Unicode, so a name
+        with other letters could be missed: such a name is looked up by listing the whole org. 1.15 and
+        older ignore `query` and answer by limit/offset: the same call then pages through the whole org.
+        """
+        search = {"query": name} if name.isascii() else {}
+        found = self._collect(
+            "/org/{orgId}/resources", "resources", Resource, _page_params(self._page_size), {"orgId": org_id}, search
+        )
+        return sorted((r for r in found if r.name == name and r.raw_protocol == protocol), key=lambda r: r.resourceId)
+
+    def _send_resource(self, org_id: str, *, name: str, protocol: Protocol, proxy_port: int) -> Resource:
         dialect = self._create_dialect()
         try:
             return self._put_resource(org_id, dialect, name=name, protocol=protocol, proxy_port=proxy_port)
@@ -175,9 +199,24 @@ class PangolinClient:
     # --- targets -----------------------------------------------------------------------------
 
     def create_target(self, resource_id: int, *, site_id: int, ip: str, port: int) -> Target:
-        """Add a target (site, ip, port) to a resource."""
+        """Add a target (site, ip, port) to a resource.
+
+        Safe to retry: after an ambiguous failure a target of the resource with exactly this site, ip and
+        port (the lowest id, if several) is returned instead of a second one being made.
+        """
         body = TargetCreate(siteId=site_id, ip=ip, port=port)
-        return self._fetch(Target, "PUT", "/resource/{resourceId}/target", body=body, path={"resourceId": resource_id})
+
+        def find() -> Target | None:
+            same = [t for t in self.list_targets(resource_id) if (t.siteId, t.ip, t.port) == (site_id, ip, port)]
+            return min(same, key=lambda t: t.targetId, default=None)
+
+        return self._create_once(
+            "PUT /resource/{resourceId}/target",
+            lambda: self._fetch(
+                Target, "PUT", "/resource/{resourceId}/target", body=body, path={"resourceId": resource_id}
+            ),
+            find,
+        )
 
     def list_targets(self, resource_id: int) -> list[Target]:
         """Every target of a resource, across all pages."""
@@ -198,28 +237,35 @@ class PangolinClient:
         """Delete a target. Raises PangolinNotFound if already gone."""
         self._call("DELETE", "/target/{targetId}", path={"targetId": target_id})
 
-    # --- sites and domains -------------------------------------------------------------------
-
-    def list_all_sites(self, org_id: str) -> list[Site]:
-        """Every site of the org, across all pages."""
-        return self._collect("/org/{orgId}/sites", "sites", Site, _page_params(self._page_size), {"orgId": org_id})
-
-    def get_site(self, site_id: int) -> Site:
-        """One site."""
-        return self._fetch(Site, "GET", "/site/{siteId}", path={"siteId": site_id})
-
-    def list_domains(self, org_id: str) -> list[Domain]:
-        """Every domain of the org, across all pages."""
-        return self._collect(
-            "/org/{orgId}/domains", "domains", Domain, _offset_params(self._page_size, 0), {"orgId": org_id}
-        )
-
-    def get_domain(self, org_id: str, domain_id: str) -> Domain:
-        """One domain of the org."""
-        path = {"orgId": org_id, "domainId": domain_id}
-        return self._fetch(Domain, "GET", "/org/{orgId}/domain/{domainId}", path=path)
-
     # --- plumbing ----------------------------------------------------------------------------
+
+    def _create_once(self, call: str, send: Callable[[], _ModelT], find: Callable[[], _ModelT | None]) -> _ModelT:
+        """`send` a create; after a failure that may have been applied, wait, `find` what it made, and
+        return that or send again - so retrying never makes a twin, and at most `max_retries` resends."""
+        attempt = 0
+        while True:
+            try:
+                return send()
+            except PangolinError as exc:
+                if not may_have_applied(exc):
+                    raise
+                if attempt >= self._policy.max_retries:
+                    raise exc.with_advice(
+                        f"Sent {attempt + 1} times; each earlier failure was followed by a lookup that found nothing"
+                    ) from exc
+                failure = exc
+            # Waiting before the lookup also gives a request that timed out on our side time to finish
+            # on the server's, so the lookup sees what it made.
+            self._sleep(self._policy.backoff(attempt))
+            try:
+                found = find()
+            except PangolinError as lookup:
+                raise failure.with_advice(
+                    f"Looking up whether {call} was applied failed too ({lookup}), so it was not sent again"
+                ) from lookup
+            if found is not None:
+                return found
+            attempt += 1
 
     def _create_dialect(self) -> Literal["mode", "legacy"]:
         if self._dialect != "auto":
@@ -250,17 +296,19 @@ class PangolinClient:
         model: type[_ModelT],
         params: dict[str, int],
         path: Mapping[str, str | int],
+        search: Mapping[str, str] | None = None,
     ) -> list[_ModelT]:
         """All items of a list route, following whichever pagination scheme the answer reports.
 
         1.16+ answers `{total, page, pageSize}`: ask for the next page until `total` is reached.
         1.15 and older answer `{total, limit, offset}` and ignore page params: continue by offset.
-        Only keys the route knows are ever sent: 1.20+ rejects unknown query keys with 400.
+        Only keys the route knows are ever sent: 1.20+ rejects unknown query keys with 400. `search`
+        (e.g. `query`) goes with every page.
         """
         call = f"GET {route}"
         items: list[_ModelT] = []
         while True:
-            data = self._call("GET", route, params=params, path=path)
+            data = self._call("GET", route, params={**params, **(search or {})}, path=path)
             if not isinstance(data, Mapping) or not isinstance(data.get(key), list):
                 raise PangolinServerError(f"Pangolin {call} answered without a `{key}` list", call=call, status=200)
             batch = [_validate(model, item, call) for item in data[key]]
@@ -310,7 +358,7 @@ class PangolinClient:
         method: Literal["GET", "PUT", "POST", "DELETE"],
         route: str,
         *,
-        params: Mapping[str, int] | None = None,
+        params: Mapping[str, int | str] | None = None,
         body: BaseModel | None = None,
         retry: bool | None = None,
         path: Mapping[str, str | int] | None = None,
@@ -323,7 +371,7 @@ class PangolinClient:
         url = route.format(**{name: quote(str(value), safe="") for name, value in (path or {}).items()})
         idempotent = retry if retry is not None else method in ("GET", "DELETE")
         content = body.model_dump_json(exclude_none=True) if body is not None else None
-        # Without this header Pangolin answers 500 on create (pangolin-api.md §1.4).
+        # Without this header Pangolin answers 500 on create (docs/pangolin-api.md §1.4).
         headers = {"Content-Type": "application/json"} if body is not None else None
         attempt = 0
         while True:
@@ -333,7 +381,7 @@ class PangolinClient:
                 response = self._http.request(method, url, params=params, content=content, headers=headers)
             except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
                 # The request never reached the server: safe to send again, whatever it is.
-                error: PangolinError = PangolinTransportError(
+                error: PangolinError = PangolinUnreachable(
                     f"Pangolin {call}: cannot connect to {self._base_url} ({type(exc).__name__})", call=call
                 )
                 cause, may_retry = exc, True
@@ -350,24 +398,11 @@ class PangolinClient:
                 error = error_for_status(call, status, self._server_message(response))
                 may_retry = status == 429 or (idempotent and (status == 408 or status >= 500))
                 if status == 429:
-                    retry_after = self._retry_after(response)
-            if not may_retry or attempt >= self._max_retries:
+                    retry_after = self._policy.retry_after(response.headers.get("Retry-After"))
+            if not may_retry or attempt >= self._policy.max_retries:
                 raise error from cause
-            self._sleep(retry_after if retry_after is not None else self._backoff(attempt))
+            self._sleep(retry_after if retry_after is not None else self._policy.backoff(attempt))
             attempt += 1
-
-    def _backoff(self, attempt: int) -> float:
-        # "Equal jitter": half the capped exponential delay, plus up to the other half at random,
-        # so that concurrent callers spread out but never retry immediately.
-        cap = min(self._backoff_max, self._backoff_base * 2.0**attempt)
-        return cap / 2 + random.uniform(0, cap / 2)  # noqa: S311 - jitter, not cryptography
-
-    def _retry_after(self, response: httpx.Response) -> float | None:
-        try:
-            seconds = float(response.headers.get("Retry-After", ""))
-        except ValueError:
-            return None  # absent, or an HTTP date: fall back to backoff
-        return min(max(seconds, 0.0), self._retry_after_max)
 
     def _decode(self, call: str, response: httpx.Response) -> Any:
         try:

@@ -2,21 +2,20 @@
 
 The engine pickles a provider in the program, before `configure()` ever runs, and stores the pickle in
 the stack's state as `__provider`. The key therefore arrives only in the provider process - from the
-stack secret `pangolin:apiKey` through `configure()`, or from `PANGOLIN_API_KEY` at call time - and is
-dropped again if a configured provider is ever pickled.
+stack secret `pangolin:apiKey` through `configure()`, or from `PANGOLIN_API_KEY` at call time, in the
+order `ssh_gateway.core.credentials` defines - and is dropped again if a configured provider is pickled.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Any, Final
+from typing import Any
 
 from pulumi.dynamic import ConfigureRequest
 
-from .errors import PangolinAuthError
+from ssh_gateway.core.credentials import API_KEY_CONFIG, find_api_key
 
-API_KEY_CONFIG: Final = "pangolin:apiKey"
-API_KEY_ENV: Final = "PANGOLIN_API_KEY"
+from .errors import PangolinAuthError
 
 
 class ApiKeyFromConfig:
@@ -38,13 +37,9 @@ class ApiKeyFromConfig:
             self._api_key = key
 
     def api_key(self) -> str:
-        """The configured key, else `PANGOLIN_API_KEY`; an error naming both places when neither is set."""
-        key = self._api_key or os.environ.get(API_KEY_ENV)
-        if not key:
-            raise PangolinAuthError(
-                f"No Pangolin API key: set the stack secret `{API_KEY_CONFIG}` "
-                f"(pulumi config set --secret {API_KEY_CONFIG} <keyId>.<secret>) "
-                f"or the environment variable {API_KEY_ENV}.",
-                call="configure",
-            )
+        """The key, looked up in the one order every caller uses; an error naming both places if none."""
+        try:
+            key, _ = find_api_key({API_KEY_CONFIG: self._api_key or ""}, os.environ)
+        except ValueError as exc:
+            raise PangolinAuthError(str(exc), call="configure") from None
         return key

@@ -1,7 +1,7 @@
 """Pydantic models of what the client sends to and reads from Pangolin's Integration API.
 
 Sending is strict (`extra="forbid"`): Pangolin's raw-resource schemas are strict too, and a raw
-resource must never be sent SSO or other HTTP-auth fields (pangolin-api.md §5). Reading is
+resource must never be sent SSO or other HTTP-auth fields (docs/pangolin-api.md §5). Reading is
 tolerant (`extra="ignore"`): 1.18 and 1.19+ answer different shapes (§2.2, §2.6).
 """
 
@@ -12,7 +12,6 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 __all__ = [
-    "Domain",
     "Envelope",
     "LegacyRawResourceCreate",
     "Pagination",
@@ -21,7 +20,6 @@ __all__ = [
     "RawResourceCreate",
     "RawResourceUpdate",
     "Resource",
-    "Site",
     "Target",
     "TargetCreate",
     "TargetUpdate",
@@ -154,23 +152,3 @@ class Target(_Read):
     port: int
     enabled: bool = True
     method: str | None = None
-
-
-class Site(_Read):
-    """A site (Newt, WireGuard or local)."""
-
-    siteId: int
-    niceId: str | None = None
-    name: str
-    type: str | None = None
-    online: bool | None = None
-    """Absent for `local` sites in list answers."""
-
-
-class Domain(_Read):
-    """An org domain."""
-
-    domainId: str
-    baseDomain: str
-    verified: bool | None = None
-    type: str | None = None

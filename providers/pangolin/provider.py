@@ -12,12 +12,9 @@ never pickled, and the HTTP client is built inside each call.
 from __future__ import annotations
 
 import functools
-import ipaddress
-import re
 import sys
 from typing import Annotated, Any, Final
 
-import httpx
 from pulumi.dynamic import (
     CheckFailure,
     CheckResult,
@@ -27,7 +24,6 @@ from pulumi.dynamic import (
     ResourceProvider,
     UpdateResult,
 )
-from pulumi.runtime.rpc import UNKNOWN
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -38,19 +34,16 @@ from pydantic import (
     ValidationError,
 )
 
-from . import org_snapshot
-from .client import Dialect, PangolinClient
-from .credentials import API_KEY_CONFIG, API_KEY_ENV, ApiKeyFromConfig
-from .errors import (
-    PangolinConflict,
-    PangolinError,
-    PangolinNotFound,
-    PangolinServerError,
-    PangolinTransportError,
-)
-from .models import Protocol, Resource, Target
+from providers.unknowns import is_unknown
+from ssh_gateway.core.addresses import check_host, check_http_url
 
-__all__ = ["API_KEY_CONFIG", "API_KEY_ENV", "INPUT_KEYS", "OUTPUT_KEYS", "PangolinTcpProvider", "TcpInputs"]
+from .client import Dialect, PangolinClient
+from .credentials import ApiKeyFromConfig
+from .errors import PangolinError, PangolinNotFound, may_have_applied
+from .models import Protocol, Resource, Target
+from .policy import DEFAULT_POLICY, HttpPolicy
+
+__all__ = ["INPUT_KEYS", "PangolinTcpProvider", "TcpInputs"]
 
 
 # --- inputs ----------------------------------------------------------------------------------
@@ -64,28 +57,6 @@ def _no_bool_or_str(value: object) -> object:
     return value
 
 
-_HOSTNAME = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)(\.(?!-)[A-Za-z0-9-]{1,63}(?<!-))*\.?")
-
-
-def _ip_or_hostname(value: str) -> str:
-    try:
-        ipaddress.ip_address(value)
-    except ValueError:
-        if len(value) > 253 or not _HOSTNAME.fullmatch(value):
-            raise ValueError("not an IPv4/IPv6 address or a hostname") from None
-    return value
-
-
-def _http_url(value: str) -> str:
-    try:
-        url = httpx.URL(value)
-    except httpx.InvalidURL as exc:
-        raise ValueError(str(exc)) from None
-    if url.scheme not in ("http", "https") or not url.host:
-        raise ValueError("not an http(s) URL")
-    return value.rstrip("/")
-
-
 _Int = Annotated[int, BeforeValidator(_no_bool_or_str)]
 _Id = Annotated[_Int, Field(gt=0)]
 _Port = Annotated[_Int, Field(ge=1, le=65535)]
@@ -96,14 +67,14 @@ class TcpInputs(BaseModel):
 
     model_config = ConfigDict(extra="ignore", frozen=True)
 
-    apiUrl: Annotated[str, Field(strict=True), AfterValidator(_http_url)]
+    apiUrl: Annotated[str, Field(strict=True), AfterValidator(check_http_url)]
     orgId: Annotated[str, Field(strict=True, min_length=1)]
     siteId: _Id
     name: Annotated[str, Field(strict=True, min_length=1, max_length=255)]
     protocol: Protocol = "tcp"
     proxyPort: _Port
     enabled: Annotated[bool, Field(strict=True)] = True
-    targetIp: Annotated[str, Field(strict=True), AfterValidator(_ip_or_hostname)]
+    targetIp: Annotated[str, Field(strict=True), AfterValidator(check_host)]
     targetPort: _Port
     adoptResourceId: _Id | None = None
 
@@ -122,7 +93,6 @@ _ALLOWED: Final[dict[str, str]] = {
 }
 
 INPUT_KEYS: Final = tuple(TcpInputs.model_fields)
-OUTPUT_KEYS: Final = (*INPUT_KEYS, "resourceId", "targetId", "niceId")
 
 # `adoptResourceId` only steers `create`; changing or removing it later is not a change.
 _DIFF_KEYS: Final = tuple(key for key in INPUT_KEYS if key != "adoptResourceId")
@@ -136,10 +106,6 @@ def _adapter(key: str) -> TypeAdapter[Any]:
     return TypeAdapter(TcpInputs.model_fields[key].rebuild_annotation())
 
 
-def _is_unknown(value: object) -> bool:
-    return isinstance(value, str) and value == UNKNOWN
-
-
 def _default(key: str) -> Any:
     field = TcpInputs.model_fields[key]
     return None if field.is_required() else field.get_default(call_default_factory=True)
@@ -147,7 +113,7 @@ def _default(key: str) -> Any:
 
 def _differs(old: object, new: object) -> bool:
     # 40001.0 == 40001, so numbers the engine turned into floats compare equal.
-    return _is_unknown(new) or old != new
+    return is_unknown(new) or old != new
 
 
 def _int_or_none(value: object) -> int | None:
@@ -176,31 +142,22 @@ class PangolinTcpProvider(ApiKeyFromConfig, ResourceProvider):
     # whole `__provider` blob a secret only costs an encryption per resource (pulumi/pulumi#15539).
     serialize_as_secret_always = False
 
-    def __init__(
-        self,
-        *,
-        timeout: float = 30.0,
-        max_retries: int = 4,
-        backoff_base: float = 0.5,
-        backoff_max: float = 8.0,
-        retry_after_max: float = 30.0,
-        dialect: Dialect = "auto",
-    ) -> None:
+    def __init__(self, *, policy: HttpPolicy = DEFAULT_POLICY, dialect: Dialect = "auto") -> None:
         super().__init__()
-        self._timeout = timeout
-        self._max_retries = max_retries
-        self._backoff_base = backoff_base
-        self._backoff_max = backoff_max
-        self._retry_after_max = retry_after_max
+        self._policy = policy
         self._dialect: Dialect = dialect
 
-    def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
-        """Validate and normalise the inputs; unknowns (preview) pass through unchecked."""
+    def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
+        """Validate and normalise the inputs; unknowns (preview) pass through unchecked.
+
+        `adoptResourceId` only steers a create: once the resource is in state, the stored value is kept, so the
+        program's listing (which finds the resource itself every run) never shows up as a changed input.
+        """
         inputs: dict[str, Any] = {}
         failures: list[CheckFailure] = []
         for key, field in TcpInputs.model_fields.items():
             value = news.get(key)
-            if _is_unknown(value):
+            if is_unknown(value):
                 inputs[key] = value
             elif value is None and not field.is_required():
                 inputs[key] = _default(key)
@@ -215,6 +172,8 @@ class PangolinTcpProvider(ApiKeyFromConfig, ResourceProvider):
                     failures.append(
                         CheckFailure(key, f"{key}={shown} is not allowed ({reason}): expected {_ALLOWED[key]}")
                     )
+        if olds:
+            inputs["adoptResourceId"] = olds.get("adoptResourceId")
         return CheckResult(inputs, failures)
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
@@ -234,16 +193,15 @@ class PangolinTcpProvider(ApiKeyFromConfig, ResourceProvider):
     def create(self, props: dict[str, Any]) -> CreateResult:
         """Create the resource and its target: 2 writes (3 when `enabled` is false), no listing.
 
-        A resource of the same name that an interrupted run left behind is adopted instead (see
-        `org_snapshot`), as is the one `adoptResourceId` names.
+        `adoptResourceId` is what the program's one listing of the org found under this resource's name and
+        protocol: a resource an interrupted run left behind. It is adopted instead of twinned, unless it has
+        gone or changed since the listing. A write whose answer is lost is looked up before it is sent
+        again (`PangolinClient.create_resource`), so a retried create never twins either.
         """
         desired = _parse(props)
-        leftover = desired.adoptResourceId or org_snapshot.resource_named(desired.apiUrl, desired.orgId, desired.name)
         with self._client(desired.apiUrl) as client:
-            if leftover is not None:
-                resource, target = _adopt(client, desired, leftover)
-            else:
-                resource, target = _create(client, desired)
+            made = _adopt(client, desired, desired.adoptResourceId) if desired.adoptResourceId else None
+            resource, target = made or _create(client, desired)
         outputs = _outputs(desired, resource.resourceId, target.targetId, resource.niceId)
         return CreateResult(str(resource.resourceId), outputs)
 
@@ -256,17 +214,16 @@ class PangolinTcpProvider(ApiKeyFromConfig, ResourceProvider):
         with self._client(desired.apiUrl) as client:
             name = desired.name if _differs(olds.get("name"), desired.name) else None
             port = desired.proxyPort if _differs(olds.get("proxyPort"), desired.proxyPort) else None
-            enabled = desired.enabled if _differs(olds.get("enabled"), desired.enabled) else None
+            # A moved resource states `enabled` too: the port check disables a resource that lost its port to
+            # an older one, behind the state's back, and moving it is what lets it serve again.
+            enabled = desired.enabled if port is not None or _differs(olds.get("enabled"), desired.enabled) else None
             if name is not None or port is not None or enabled is not None:
                 try:
                     resource = client.update_resource(resource_id, name=name, proxy_port=port, enabled=enabled)
                 except PangolinNotFound as exc:
-                    raise PangolinNotFound(
-                        f"{exc}. Resource {resource_id} was deleted outside Pulumi: run `pulumi refresh` to "
-                        "drop it from the stack, then `pulumi up` to create it again.",
-                        call=exc.call,
-                        status=exc.status,
-                        server_message=exc.server_message,
+                    raise exc.with_advice(
+                        f"Resource {resource_id} was deleted outside Pulumi: run `pulumi refresh` to drop it from "
+                        "the stack, then `pulumi up` to create it again"
                     ) from exc
                 nice_id = resource.niceId
             if target_id is None or any(_differs(olds.get(key), getattr(desired, key)) for key in _TARGET_KEYS):
@@ -318,16 +275,7 @@ class PangolinTcpProvider(ApiKeyFromConfig, ResourceProvider):
                 pass
 
     def _client(self, api_url: str) -> PangolinClient:
-        return PangolinClient(
-            api_url,
-            self.api_key(),
-            timeout=self._timeout,
-            max_retries=self._max_retries,
-            backoff_base=self._backoff_base,
-            backoff_max=self._backoff_max,
-            retry_after_max=self._retry_after_max,
-            dialect=self._dialect,
-        )
+        return PangolinClient(api_url, self.api_key(), policy=self._policy, dialect=self._dialect)
 
 
 # --- steps -----------------------------------------------------------------------------------
@@ -342,23 +290,23 @@ def _create(client: PangolinClient, desired: TcpInputs) -> tuple[Resource, Targe
         resource = client.create_resource(
             desired.orgId, name=desired.name, protocol=desired.protocol, proxy_port=desired.proxyPort
         )
-    except (PangolinTransportError, PangolinServerError) as exc:
-        # Creates are not retried once sent: Pangolin may have made the resource anyway.
-        raise type(exc)(
-            f"{exc}. Pangolin may have created the resource anyway: if a resource named "
-            f"'{desired.name}' now exists in org '{desired.orgId}', set adoptResourceId to its id "
-            "and run `pulumi up` again.",
-            call=exc.call,
-            status=exc.status,
-            server_message=exc.server_message,
+    except PangolinError as exc:
+        if not may_have_applied(exc):
+            raise
+        raise exc.with_advice(
+            f"Pangolin may have created '{desired.name}' all the same: run `pulumi up` again, which finds a "
+            "resource of that name and adopts it instead of making a second one"
         ) from exc
     try:
+        # What a lookup after a lost answer found may differ from what was sent; and the raw create schema
+        # has no `enabled` (it is an update-only field).
+        port = desired.proxyPort if resource.proxyPort != desired.proxyPort else None
+        enabled = desired.enabled if resource.enabled != desired.enabled else None
         target = client.create_target(
             resource.resourceId, site_id=desired.siteId, ip=desired.targetIp, port=desired.targetPort
         )
-        if not desired.enabled:
-            # The raw create schema has no `enabled`; it is an update-only field.
-            resource = client.update_resource(resource.resourceId, enabled=False)
+        if port is not None or enabled is not None:
+            resource = client.update_resource(resource.resourceId, proxy_port=port, enabled=enabled)
     except Exception as exc:
         _delete_half_made(client, resource.resourceId, desired, exc)
         raise
@@ -372,41 +320,24 @@ def _delete_half_made(client: PangolinClient, resource_id: int, desired: TcpInpu
     except PangolinNotFound:
         pass
     except PangolinError as cleanup:
-        raise PangolinError(
-            f"{failure}; deleting the half-made resource {resource_id} failed too ({cleanup}). "
-            f"Resource {resource_id} ('{desired.name}') is orphaned in org '{desired.orgId}': delete it in "
-            f"Pangolin, or set adoptResourceId={resource_id} and run `pulumi up` again.",
-            call=cleanup.call,
-            status=cleanup.status,
-            server_message=cleanup.server_message,
+        raise cleanup.with_advice(
+            f"{failure}; deleting the half-made resource {resource_id} ('{desired.name}') failed too: run "
+            "`pulumi up` again, which adopts it by name, or delete it in Pangolin"
         ) from failure
 
 
-def _adopt(client: PangolinClient, desired: TcpInputs, resource_id: int) -> tuple[Resource, Target]:
-    """Take over a resource a failed earlier run created, instead of creating a twin.
+def _adopt(client: PangolinClient, desired: TcpInputs, resource_id: int) -> tuple[Resource, Target] | None:
+    """Take over a resource a failed earlier run created, instead of creating a twin; None if it is gone or is
+    no longer this resource's (another name or protocol) since the program listed the org.
 
     The workaround for dynamic resources not supporting import (pulumi/pulumi#16175, #7534).
     """
     try:
         resource = client.get_resource(resource_id)
-    except PangolinNotFound as exc:
-        raise PangolinNotFound(
-            f"{exc}. adoptResourceId={resource_id} names no resource: remove adoptResourceId to create one.",
-            call=exc.call,
-            status=exc.status,
-            server_message=exc.server_message,
-        ) from exc
-    refusal = None
-    if resource.name != desired.name:
-        refusal = f"resource {resource_id} is named {resource.name!r}; this stack did not create it"
-    elif resource.raw_protocol != desired.protocol:
-        kind = resource.raw_protocol or resource.mode or "non-raw"
-        refusal = f"resource {resource_id} is a {kind} resource, not {desired.protocol}"
-    elif resource.orgId is not None and resource.orgId != desired.orgId:
-        refusal = f"resource {resource_id} belongs to org {resource.orgId!r}, not {desired.orgId!r}"
-    if refusal:
-        raise PangolinConflict(f"{refusal}; refusing to adopt", call="GET /resource/{resourceId}")
-
+    except PangolinNotFound:
+        return None
+    if resource.name != desired.name or resource.raw_protocol != desired.protocol:
+        return None
     port = desired.proxyPort if resource.proxyPort != desired.proxyPort else None
     enabled = desired.enabled if resource.enabled != desired.enabled else None
     if port is not None or enabled is not None:

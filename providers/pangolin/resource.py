@@ -9,6 +9,7 @@ import pulumi
 import pulumi.dynamic
 
 from providers.pickling import unwrap_batch_setitems
+from ssh_gateway.core.names import PANGOLIN_KIND, PANGOLIN_MODULE
 
 from .provider import PangolinTcpProvider
 
@@ -47,7 +48,8 @@ class PangolinTcpResourceArgs:
     """Whether Pangolin routes the port."""
 
     adopt_resource_id: pulumi.Input[int] | None = None
-    """Id of a resource an interrupted earlier run created: adopt it instead of creating a twin."""
+    """A resource of this name and protocol that the program's listing of the org found (an interrupted run's
+    leftover): `create` adopts it instead of making a twin. Not part of the diff."""
 
 
 # Pangolin's camelCase property names, as stored in state, and the Python attribute of each.
@@ -69,7 +71,7 @@ _ATTRIBUTES: Final = {
 _PROPERTIES: Final = {attribute: prop for prop, attribute in _ATTRIBUTES.items()}
 
 
-class PangolinTcpResource(pulumi.dynamic.Resource, module="pangolin", name="TcpResource"):
+class PangolinTcpResource(pulumi.dynamic.Resource, module=PANGOLIN_MODULE, name=PANGOLIN_KIND):
     """A raw TCP/UDP Pangolin resource on `proxy_port` with a single target.
 
     Type token `pulumi-python:dynamic/pangolin:TcpResource`. The API key is read by the provider
@@ -98,8 +100,6 @@ class PangolinTcpResource(pulumi.dynamic.Resource, module="pangolin", name="TcpR
         resource_name: str,
         args: PangolinTcpResourceArgs,
         opts: pulumi.ResourceOptions | None = None,
-        *,
-        provider: PangolinTcpProvider | None = None,
     ) -> None:
         props: dict[str, Any] = {
             "api_url": args.api_url,
@@ -118,7 +118,7 @@ class PangolinTcpResource(pulumi.dynamic.Resource, module="pangolin", name="TcpR
             "nice_id": None,
         }
         unwrap_batch_setitems()
-        super().__init__(provider or PangolinTcpProvider(), resource_name, props, opts)
+        super().__init__(PangolinTcpProvider(), resource_name, props, opts)
 
     # The SDK names attributes after the props' keys and resolves the engine's outputs through
     # `translate_output_property`; the engine, state and `preview --diff` see Pangolin's camelCase.

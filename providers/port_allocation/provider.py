@@ -6,7 +6,11 @@ the resource's outputs even in preview (dynamic providers do not implement previ
 the inputs), so a pull request's preview shows concrete ports. Being one resource, the table is decided in
 one place: parallel creates of the instances cannot collide.
 
-The one read-only listing of the Pangolin org per run also tells which ports other owners hold.
+Which ports others hold in the org reaches `check` as data (`held`, from the program's one listing of the
+org); `check` uses it and drops it, so it is neither stored in state nor part of the diff. With it `check`
+applies the lowest-id rule (`ssh_gateway.core.org.contest`): new instances avoid every held port, and an
+instance whose port an older resource of someone else owns (an overlapping run of another stack got there
+first) moves to a free one, which the preview shows as its new `proxyPort`.
 """
 
 from __future__ import annotations
@@ -22,69 +26,76 @@ from pulumi.dynamic import (
     ResourceProvider,
     UpdateResult,
 )
-from pulumi.runtime.rpc import UNKNOWN
 
-from providers.pangolin import org_snapshot
-from providers.pangolin.client import PangolinClient
-from providers.pangolin.credentials import ApiKeyFromConfig
-from providers.pangolin.errors import PangolinError
-
-from .allocate import AllocationError, AllocationState, PortRange, allocate
+from providers.unknowns import has_unknowns
+from ssh_gateway.core.allocation import AllocationError, AllocationState, allocate
+from ssh_gateway.core.org import Binding, contest
+from ssh_gateway.core.ports import PortRange
 
 ALLOCATION_ID: Final = "port-allocation"
 
 # The inputs the table is computed from, and (with the table: `ports`, `released`) what the diff compares.
-_INPUT_KEYS: Final = ("instances", "pins", "range", "reserved", "apiUrl", "orgId", "ownerPrefix")
+_INPUT_KEYS: Final = ("instances", "pins", "start", "end", "reserved", "ownerPrefix")
 _KEYS: Final = (*_INPUT_KEYS, "ports", "released")
 
 
-def _has_unknowns(value: Any) -> bool:
-    if isinstance(value, dict):
-        return any(_has_unknowns(v) for v in value.values())
-    if isinstance(value, list):
-        return any(_has_unknowns(v) for v in value)
-    return bool(value == UNKNOWN)
+def _held(props: dict[str, Any]) -> dict[int, list[Binding]]:
+    """`held` as `PortAllocation` passes it: port (a string key) -> bindings as plain dicts."""
+    return {
+        int(port): [
+            Binding(
+                port=int(port),
+                resource_id=int(b["id"]),
+                name=str(b["name"]),
+                protocol=str(b["protocol"]),
+                enabled=bool(b["enabled"]),
+            )
+            for b in bindings
+        ]
+        for port, bindings in props.items()
+    }
 
 
-def _ints(mapping: dict[str, Any]) -> dict[str, int]:
+def _ints(mapping: dict[str, Any] | None) -> dict[str, int]:
     # The engine hands numbers back as floats.
     return {str(k): int(v) for k, v in (mapping or {}).items()}
 
 
-class PortAllocationProvider(ApiKeyFromConfig, ResourceProvider):
+class PortAllocationProvider(ResourceProvider):
     """Keeps `ports` (instance -> port) and `released` (freed ports, oldest first) in the inputs."""
 
-    # Captures nothing secret: the API key arrives through `configure`, in the provider process.
+    # Captures nothing, secret or otherwise: the table is computed from the inputs alone.
     serialize_as_secret_always = False
 
     def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
-        if _has_unknowns({k: news.get(k) for k in _INPUT_KEYS}):
+        held = news.pop("held", None) or {}
+        if has_unknowns({k: news.get(k) for k in _INPUT_KEYS}) or has_unknowns(held):
             return CheckResult(news, [])
-        start, end = (int(p) for p in str(news["range"]).split("-"))
         previous = AllocationState(
-            ports=_ints(olds.get("ports", {})), released=tuple(int(p) for p in olds.get("released", ()))
+            ports=_ints(olds.get("ports")), released=tuple(int(p) for p in olds.get("released") or ())
         )
-        try:
-            foreign = self._foreign_ports(news, previous)
-        except PangolinError as exc:
-            return CheckResult(
-                news, [CheckFailure("orgId", f"cannot list the Pangolin org to find ports in use: {exc}")]
-            )
+        prefix = str(news.get("ownerPrefix", ""))
+        pins = _ints(news.get("pins"))
+        # Who claims each port: the previous table's owner, or the instance pinned to it.
+        owners = {port: f"{prefix}{instance}" for instance, port in {**previous.ports, **pins}.items()}
+        contested = contest(_held(held), owners)
         try:
             state = allocate(
                 instances=list(news.get("instances", [])),
-                port_range=PortRange(start=start, end=end),
-                pins=_ints(news.get("pins", {})),
+                port_range=PortRange(start=int(news["start"]), end=int(news["end"])),
+                pins=pins,
                 reserved=[int(p) for p in news.get("reserved", [])],
-                foreign=foreign,
+                foreign=contested.foreign,
+                lost=contested.lost,
                 previous=previous,
             )
         except AllocationError as exc:
-            return CheckResult(news, [CheckFailure("instances", problem) for problem in exc.problems])
+            # No property: the engine then prints the reason alone, not the (long) value of one.
+            return CheckResult(news, [CheckFailure("", problem) for problem in exc.problems])
         return CheckResult({**news, "ports": dict(sorted(state.ports.items())), "released": list(state.released)}, [])
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        changed = [k for k in _KEYS if olds.get(k) != news.get(k) or news.get(k) == UNKNOWN]
+        changed = [k for k in _KEYS if olds.get(k) != news.get(k) or has_unknowns(news.get(k))]
         return DiffResult(changes=bool(changed), replaces=[], delete_before_replace=False)
 
     def create(self, props: dict[str, Any]) -> CreateResult:
@@ -96,22 +107,3 @@ class PortAllocationProvider(ApiKeyFromConfig, ResourceProvider):
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         # The table lives only in state: refresh keeps it as it is.
         return ReadResult(id_, props, {k: v for k, v in props.items() if k != "__provider"})
-
-    def _foreign_ports(self, news: dict[str, Any], previous: AllocationState) -> dict[int, str]:
-        """Ports bound in the org by any resource but the one this stack names for the port's owner.
-
-        A leftover of this stack (an instance removed while Pangolin was unreachable) counts as foreign
-        too, so its port is never handed to a new instance while still bound.
-        """
-        url, org, prefix = news.get("apiUrl"), news.get("orgId"), str(news.get("ownerPrefix", ""))
-        if not url or not org:
-            return {}
-        with PangolinClient(str(url), self.api_key()) as client:
-            resources = client.list_all_resources(str(org))
-        org_snapshot.record(str(url), str(org), resources)
-        owner = {port: f"{prefix}{instance}" for instance, port in previous.ports.items()}
-        return {
-            r.proxyPort: f"Pangolin resource {r.resourceId} {r.name!r}"
-            for r in resources
-            if r.proxyPort is not None and r.raw_protocol is not None and owner.get(r.proxyPort) != r.name
-        }

@@ -9,6 +9,9 @@ import pulumi
 import pulumi.dynamic
 
 from providers.pickling import unwrap_batch_setitems
+from ssh_gateway.core.names import ALLOCATION_KIND, ALLOCATION_MODULE
+from ssh_gateway.core.org import Binding
+from ssh_gateway.core.ports import PortRange
 
 from .provider import PortAllocationProvider
 
@@ -22,8 +25,8 @@ class PortAllocationArgs:
     instances: Sequence[str]
     """Every instance that needs a port."""
 
-    port_range: str
-    """The range to allocate from, `"start-end"` inclusive."""
+    port_range: PortRange
+    """The range to allocate from."""
 
     pins: Mapping[str, int] = field(default_factory=dict)
     """Instances whose port is fixed in config."""
@@ -31,17 +34,14 @@ class PortAllocationArgs:
     reserved: Sequence[int] = ()
     """Ports never handed out."""
 
-    api_url: str | None = None
-    """Pangolin's Integration API, listed once per run to find ports held by others (None: skip)."""
-
-    org_id: str | None = None
-    """The Pangolin org to list."""
+    held: Mapping[int, Sequence[Binding]] = field(default_factory=dict)
+    """Ports of the range bound in the Pangolin org -> the resources binding each."""
 
     owner_prefix: str = ""
     """Prefix of this stack's Pangolin resource names; any other name on a port makes it foreign."""
 
 
-class PortAllocation(pulumi.dynamic.Resource, module="ssh-gateway", name="PortAllocation"):
+class PortAllocation(pulumi.dynamic.Resource, module=ALLOCATION_MODULE, name=ALLOCATION_KIND):
     """Type token `pulumi-python:dynamic/ssh-gateway:PortAllocation`; `ports` is known at preview."""
 
     ports: pulumi.Output[dict[str, int]]
@@ -52,11 +52,18 @@ class PortAllocation(pulumi.dynamic.Resource, module="ssh-gateway", name="PortAl
     def __init__(self, name: str, args: PortAllocationArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         props = {
             "instances": sorted(args.instances),
-            "range": args.port_range,
+            "start": args.port_range.start,
+            "end": args.port_range.end,
             "pins": dict(sorted(args.pins.items())),
             "reserved": sorted(args.reserved),
-            "apiUrl": args.api_url,
-            "orgId": args.org_id,
+            # Property keys must be strings; `check` reads the ports back as ints and drops this.
+            "held": {
+                str(port): [
+                    {"id": b.resource_id, "name": b.name, "protocol": b.protocol, "enabled": b.enabled}
+                    for b in bindings
+                ]
+                for port, bindings in sorted(args.held.items())
+            },
             "ownerPrefix": args.owner_prefix,
             # Computed by the provider's check from the previous table.
             "ports": None,

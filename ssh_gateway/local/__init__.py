@@ -1,1 +1,1 @@
-"""The local rig: the demo, a loopback sshd, the Pangolin emulator launcher and a local control plane."""
+"""The local rig: the demo, a loopback sshd and a local control plane (the emulator: pangolin_emulator.harness)."""

@@ -1,8 +1,8 @@
 """`ssh-gateway`: the operator's commands in one console script (`[project.scripts]` in pyproject.toml).
 
 Each subcommand is registered by one function `register_*(commands)` that adds its parser and sets `run` to a
-handler `(args) -> exit code`; `COMMANDS` lists them. A new subcommand (the reliability work's `recover`) is one
-such function in its own module plus one entry in `COMMANDS`.
+handler `(args) -> exit code`; `COMMANDS` lists them. A new subcommand is one such function (its parser may live
+in its own module, as `recover`'s does) plus one entry in `COMMANDS`.
 
 argparse rather than click or typer: every tool this CLI wraps already parses its arguments with argparse and is
 called with an argv list, the standard library keeps the console script free of a new dependency (and of its
@@ -575,6 +575,13 @@ def register_instances(commands: Commands) -> None:
     add.add_argument("--host-key", help="the pinned public host key, `ssh-ed25519 AAAA...`")
 
 
+def register_recover(commands: Commands) -> None:
+    # Its parser, help, exit codes and handler live with the recovery code; the module imports no Pulumi SDK.
+    from . import recover
+
+    recover.register(commands)
+
+
 # --- the command line -----------------------------------------------------------------------------------------
 
 Register = Callable[["Commands"], None]
@@ -586,6 +593,7 @@ COMMANDS: Final[tuple[Register, ...]] = (
     register_preview_summary,
     register_ssh_config,
     register_instances,
+    register_recover,
     register_local_cluster,
 )
 """Every subcommand, in the order --help lists them."""

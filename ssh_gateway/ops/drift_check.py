@@ -20,6 +20,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from ssh_gateway.core.names import instance_of, urn_name, urn_type
+
 from .toolchain import REPO, pulumi_env
 
 __all__ = ["Drift", "drift_of", "main", "report"]
@@ -27,8 +29,6 @@ __all__ = ["Drift", "drift_of", "main", "report"]
 NO_DRIFT: Final = 0
 DRIFT: Final = 1
 FAILED: Final = 2
-_COMPONENT_TYPE: Final = "ssh-gateway:index:SshInstance"
-_ROLES: Final = ("-service", "-pangolin", "-nsg-rule")
 # Steps that only read: everything else is a change the preview proposes.
 _QUIET_OPS: Final = frozenset({"same", "read", "refresh", "discard", "read-discard"})
 _WHAT: Final = {
@@ -52,23 +52,16 @@ class Drift:
 
     @property
     def name(self) -> str:
-        return self.urn.rsplit("::", 1)[-1]
+        return urn_name(self.urn)
 
     @property
     def type(self) -> str:
-        return self.urn.split("::")[2].rsplit("$", 1)[-1] if self.urn.count("::") >= 3 else ""
+        return urn_type(self.urn)
 
     @property
     def instance(self) -> str | None:
-        """The SshInstance the resource belongs to: the component itself, or a child named `<instance>-<role>`."""
-        chain = self.urn.split("::")[2].split("$") if self.urn.count("::") >= 3 else []
-        if chain[-1:] == [_COMPONENT_TYPE]:
-            return self.name
-        if _COMPONENT_TYPE in chain:
-            for role in _ROLES:
-                if self.name.endswith(role):
-                    return self.name.removesuffix(role)
-        return None
+        """The SshInstance the resource belongs to: the component itself, or one of its children."""
+        return instance_of(self.urn)
 
 
 def _inputs(step: Mapping[str, Any], which: str) -> Mapping[str, Any]:

@@ -26,7 +26,7 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import YAMLError
 
 # The settings model moves to ssh_gateway/core/settings.py; this import follows it at the merge.
-from components.settings import Settings, SettingsError, decode_config, parse_settings
+from ssh_gateway.core.settings import Settings, SettingsError, decode_config, parse_settings
 
 __all__ = [
     "INSTANCES_KEY",

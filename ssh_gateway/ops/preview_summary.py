@@ -22,17 +22,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from components.naming import public_host
-from components.settings import SettingsError, decode_config, parse_settings
+from ssh_gateway.core.names import (
+    ALLOCATION_TYPE,
+    COMPONENT_TYPE,
+    NSG_RULE_TYPE,
+    PANGOLIN_TYPE,
+    SERVICE_TYPE,
+    STACK_TYPE,
+    instance_of,
+    public_host,
+    urn_name,
+    urn_type,
+)
+from ssh_gateway.core.ports import PortRange
+from ssh_gateway.core.settings import SettingsError, decode_config, parse_settings
 
 __all__ = ["InstanceChange", "Summary", "render", "summarize"]
 
-COMPONENT_TYPE: Final = "ssh-gateway:index:SshInstance"
-PANGOLIN_TYPE: Final = "pulumi-python:dynamic/pangolin:TcpResource"
-ALLOCATION_TYPE: Final = "pulumi-python:dynamic/ssh-gateway:PortAllocation"
-NSG_RULE_TYPE: Final = "azure-native:network:SecurityRule"
-SERVICE_TYPE: Final = "kubernetes:core/v1:Service"
-STACK_TYPE: Final = "pulumi:pulumi:Stack"
 
 EXHAUSTION_THRESHOLD: Final = 0.8
 """Warn when at least this share of the range's usable ports is allocated."""
@@ -89,15 +95,6 @@ class Summary:
 # --- reading ---------------------------------------------------------------------------------------------------
 
 
-def _name(urn: str) -> str:
-    return urn.rsplit("::", 1)[-1]
-
-
-def _type(urn: str) -> str:
-    parts = urn.split("::")
-    return parts[2].rsplit("$", 1)[-1] if len(parts) >= 4 else ""
-
-
 def _int(value: Any) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
@@ -115,18 +112,6 @@ def _inputs(step: Mapping[str, Any], which: str) -> Mapping[str, Any]:
     return inputs if isinstance(inputs, Mapping) else {}
 
 
-def _instance_of(step: Mapping[str, Any]) -> str | None:
-    """The instance a step belongs to: the component itself, or a child whose parent is one."""
-    urn = str(step.get("urn", ""))
-    if _type(urn) == COMPONENT_TYPE:
-        return _name(urn)
-    for which in ("newState", "oldState"):
-        parent = _state(step, which).get("parent")
-        if isinstance(parent, str) and _type(parent) == COMPONENT_TYPE:
-            return _name(parent)
-    return None
-
-
 @dataclass
 class _Instance:
     name: str
@@ -141,10 +126,10 @@ def _collect(steps: Sequence[Mapping[str, Any]]) -> dict[str, _Instance]:
     instances: dict[str, _Instance] = {}
     for step in steps:
         op = _OPS.get(str(step.get("op")))
-        name = _instance_of(step)
+        name = instance_of(str(step.get("urn", "")))
         if op is None or name is None:
             continue
-        kind = _type(str(step.get("urn", "")))
+        kind = urn_type(str(step.get("urn", "")))
         inst = instances.setdefault(name, _Instance(name))
         if op == "replace" or kind not in inst.ops:
             inst.ops[kind] = op
@@ -158,7 +143,7 @@ def _collect(steps: Sequence[Mapping[str, Any]]) -> dict[str, _Instance]:
 
 
 def _stack_step(steps: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:
-    return next((s for s in steps if _type(str(s.get("urn", ""))) == STACK_TYPE), {})
+    return next((s for s in steps if urn_type(str(s.get("urn", ""))) == STACK_TYPE), {})
 
 
 def _stack_name(steps: Sequence[Mapping[str, Any]]) -> str | None:
@@ -173,7 +158,7 @@ def _stack_name(steps: Sequence[Mapping[str, Any]]) -> str | None:
 class _Allocation:
     old_ports: Mapping[str, int]
     new_ports: Mapping[str, int]
-    port_range: tuple[int, int] | None
+    port_range: PortRange | None
     reserved: tuple[int, ...]
 
 
@@ -187,25 +172,26 @@ def _port_list(value: Any) -> tuple[int, ...]:
     return tuple(p for v in value or () if (p := _int(v)) is not None) if isinstance(value, list) else ()
 
 
-def _range(text: Any) -> tuple[int, int] | None:
+def _range(inputs: Mapping[str, Any], outputs: Mapping[str, Any]) -> PortRange | None:
+    """The allocator's range (its `start`/`end` inputs), else the stack's `portRange` output."""
+    start, end = _int(inputs.get("start")), _int(inputs.get("end"))
     try:
-        start, end = (int(p) for p in str(text).split("-"))
+        return PortRange(start=start, end=end) if start and end else PortRange.parse(outputs.get("portRange"))
     except ValueError:
         return None
-    return start, end
 
 
 def _allocation(steps: Sequence[Mapping[str, Any]]) -> _Allocation:
     """The port table before and after: the allocator's step if it changes, else the stack's outputs."""
     old_outputs = _state(_stack_step(steps), "oldState").get("outputs") or {}
-    step = next((s for s in steps if _type(str(s.get("urn", ""))) == ALLOCATION_TYPE), None)
+    step = next((s for s in steps if urn_type(str(s.get("urn", ""))) == ALLOCATION_TYPE), None)
     old = _inputs(step, "oldState") if step else {}
     new = _inputs(step, "newState") if step else {}
     old_ports = _ports(old.get("ports")) if old else _ports(old_outputs.get("allocations"))
     return _Allocation(
         old_ports=old_ports,
         new_ports=_ports(new.get("ports")) if new else old_ports,
-        port_range=_range(new.get("range") or old.get("range") or old_outputs.get("portRange")),
+        port_range=_range(new or old, old_outputs),
         reserved=_port_list(new.get("reserved") or old.get("reserved")),
     )
 
@@ -323,12 +309,13 @@ def _row(inst: _Instance, alloc: _Allocation, endpoints: _Endpoints) -> Instance
         target = new_target or old_target or ("the Service changes" if service_op else "unchanged")
     endpoint = endpoints.endpoint(inst.name, old_port if change == "removed" else new_port)
     replaced = tuple(
-        f"{_name(str(inst.steps[kind].get('urn', '')))} ({', '.join(inst.replace_reasons.get(kind, [])) or 'replaced'})"
+        f"{urn_name(str(inst.steps[kind].get('urn', '')))} "
+        f"({', '.join(inst.replace_reasons.get(kind, [])) or 'replaced'})"
         for kind, op in sorted(inst.ops.items())
         if op == "replace" and kind in inst.steps
     )
     touched = tuple(
-        f"{_name(str(step.get('urn', '')))}: {', '.join(keys)}"
+        f"{urn_name(str(step.get('urn', '')))}: {', '.join(keys)}"
         for kind, step in sorted(inst.steps.items())
         if change == "touched"
         and kind != COMPONENT_TYPE
@@ -351,12 +338,12 @@ def _row(inst: _Instance, alloc: _Allocation, endpoints: _Endpoints) -> Instance
 def _warnings(preview: Mapping[str, Any], rows: Sequence[InstanceChange], alloc: _Allocation) -> list[str]:
     warnings = []
     if alloc.port_range is not None:
-        start, end = alloc.port_range
-        usable = (end - start + 1) - len([p for p in set(alloc.reserved) if start <= p <= end])
+        rng = alloc.port_range
+        usable = rng.size - len([p for p in set(alloc.reserved) if p in rng])
         used = len(alloc.new_ports)
         if usable > 0 and used / usable >= EXHAUSTION_THRESHOLD:
             warnings.append(
-                f"Port range {start}-{end} is {used * 100 // usable}% allocated ({used} of {usable} usable ports, "
+                f"Port range {rng} is {used * 100 // usable}% allocated ({used} of {usable} usable ports, "
                 f"{max(usable - used, 0)} free): widen `ssh-gateway:ports.range` (and the gateway's published "
                 "range) before it runs out."
             )
@@ -383,7 +370,7 @@ def _warnings(preview: Mapping[str, Any], rows: Sequence[InstanceChange], alloc:
     for diagnostic in preview.get("diagnostics") or []:
         if isinstance(diagnostic, Mapping) and diagnostic.get("severity") in ("error", "warning"):
             message = str(diagnostic.get("message", "")).strip().removeprefix("error: ")
-            where = f" ({_name(str(diagnostic['urn']))})" if diagnostic.get("urn") else ""
+            where = f" ({urn_name(str(diagnostic['urn']))})" if diagnostic.get("urn") else ""
             warnings.append(f"Preview {diagnostic['severity']}{where}: {message}")
     return warnings
 

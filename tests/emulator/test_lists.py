@@ -120,3 +120,51 @@ def test_sites_and_domains(emu122: EmulatorHandle, emu118: EmulatorHandle) -> No
                 True,
             )
             assert client.get(f"/org/{emu.org_id}/domain/{emu.domain_id}").status_code == 200
+
+
+@pytest.mark.parametrize("version", ["1.18.4", "1.22.0"])
+def test_query_is_a_case_insensitive_like_search(start: Start, version: str) -> None:
+    """`query` is SQL `LIKE '%q%'` on name, niceId and fullDomain (see listing.search_filter)."""
+    emu = start(version=version)
+    dialect: dict[str, object] = {"mode": "tcp"} if version == "1.22.0" else {"http": False, "protocol": "tcp"}
+    with api(emu) as client:
+        for name in ("gw/dev_box", "gw/devXbox", "GW/Other", "plain"):
+            response = client.put(
+                f"/org/{emu.org_id}/resource", json={"name": name, "proxyPort": next_port(), **dialect}
+            )
+            assert response.status_code == 201
+        web: dict[str, object] = {"name": "web", "domainId": emu.domain_id, "subdomain": "shop-eu"}
+        web |= {"mode": "http"} if version == "1.22.0" else {"http": True, "protocol": "tcp"}
+        assert client.put(f"/org/{emu.org_id}/resource", json=web).status_code == 201
+
+        def names(query: str) -> list[str]:
+            data = client.get(f"/org/{emu.org_id}/resources", params={"query": query, "pageSize": 100}).json()["data"]
+            return [item["name"] for item in data["resources"]]
+
+        # Name order is byte order (SQLite's BINARY collation): "X" sorts before "_".
+        assert names("gw/") == ["GW/Other", "gw/devXbox", "gw/dev_box"]  # substring, any case
+        assert names("gw/dev_box") == ["gw/devXbox", "gw/dev_box"]  # `_` is a one-character wildcard
+        assert names("gw%box") == ["gw/devXbox", "gw/dev_box"]  # `%` is a wildcard too
+        assert names("SHOP-EU.example") == ["web"]  # fullDomain is searched
+        plain = next(item for item in client.get(f"/org/{emu.org_id}/resources").json()["data"]["resources"])
+        assert plain["name"] in names(plain["niceId"])  # niceId is searched
+        assert len(names("")) == 5  # an empty query filters nothing
+        assert names("nothing-like-this") == []
+
+
+def test_domain_query_is_strict_from_116(emu122: EmulatorHandle, emu118: EmulatorHandle) -> None:
+    for emu in (emu122, emu118):
+        with api(emu) as client:
+            response = client.get(f"/org/{emu.org_id}/domains", params={"page": 1})
+        assert (response.status_code, response.json()["message"]) == (400, 'Validation error: Unrecognized key: "page"')
+
+
+@pytest.mark.parametrize(("version", "status"), [("1.19.9", 200), ("1.20.0", 400)])
+def test_list_queries_turn_strict_at_120(start: Start, version: str, status: int) -> None:
+    emu = start(version=version)
+    with api(emu) as client:
+        rid = create_raw(client, emu.org_id, "strict", next_port())["resourceId"]
+        for path in (f"/org/{emu.org_id}/resources", f"/org/{emu.org_id}/sites", f"/resource/{rid}/targets"):
+            assert client.get(path, params={"unknownKey": 1}).status_code == status, path
+    with api(emu, emu.root_api_key) as client:
+        assert client.get("/orgs", params={"unknownKey": 1}).status_code == status

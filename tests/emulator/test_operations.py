@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import httpx
 import pytest
 
 from pangolin_emulator.harness import EmulatorHandle
 
-from .conftest import Start, api, create_raw, next_port
+from .conftest import Start, add_key, api, create_raw, next_port
 
 pytestmark = pytest.mark.provider
 
@@ -96,3 +98,116 @@ def test_timeout_fault_sleeps_then_answers_500(start: Start) -> None:
             client.get(f"/org/{emu.org_id}/resources", timeout=0.1)
     assert emu.state()["resources"] == []
     assert httpx.get(f"{emu.url}/").status_code == 200  # the health route is never faulted
+
+
+def test_fault_counters_by_kind(start: Start) -> None:
+    emu = start()
+    kinds = ("500", "429", "reset")
+    emu.set_faults(0.5, seed=11, kinds=kinds)
+    outcomes = _run_workload(emu, 40)
+    route = "PUT /v1/org/{orgId}/resource"
+    by_kind = emu.fault_counters_by_kind()
+    assert set(by_kind) == set(kinds)  # seed 11 draws every kind within 40 calls
+    assert by_kind == {kind: outcomes.count(kind) for kind in kinds}
+    assert emu.fault_counters_by_route_and_kind() == {route: by_kind}
+    assert emu.fault_counters() == {route: sum(by_kind.values())}
+    emu.reset_counters()
+    assert (emu.fault_counters_by_kind(), emu.fault_counters_by_route_and_kind()) == ({}, {})
+
+
+def test_faults_come_before_authentication(start: Start) -> None:
+    emu = start()
+    emu.set_faults(1.0, seed=1, kinds=("500",))
+    anonymous = httpx.get(f"{emu.url}/org/{emu.org_id}/resources")
+    assert (anonymous.status_code, anonymous.json()["message"]) == (500, "An error occurred")
+    assert httpx.get(f"{emu.url}/openapi.json").status_code == 500  # public routes are faulted too
+    assert emu.fault_counters_by_route_and_kind() == {
+        "GET /v1/org/{orgId}/resources": {"500": 1},
+        "GET /v1/openapi.json": {"500": 1},
+    }
+
+
+def test_the_default_kinds_never_apply_a_request(start: Start) -> None:
+    emu = start()
+    emu.set_faults(1.0, seed=3)
+    assert "timeout-after-write" not in httpx.get(f"{emu.admin_url}/faults").json()["kinds"]
+    bad = httpx.post(f"{emu.admin_url}/faults", json={"kinds": ["timeout-before-lunch"]})
+    assert bad.status_code == 400 and "timeout-after-write" in bad.json()["error"]
+
+
+def test_timeout_after_write_applies_the_create_and_never_answers(start: Start) -> None:
+    emu = start()
+    emu.set_faults(1.0, seed=5, kinds=("timeout-after-write",), delay=0.5)
+    route = "PUT /v1/org/{orgId}/resource"
+    with api(emu) as client:
+        # A client whose read timeout is shorter than the hold sees a timeout...
+        with pytest.raises(httpx.ReadTimeout):
+            client.put(
+                f"/org/{emu.org_id}/resource", json={"name": "ambiguous-1", "mode": "tcp", "proxyPort": 1}, timeout=0.2
+            )
+    with api(emu) as client:
+        # ...and one that waits longer gets no answer at all.
+        with pytest.raises(httpx.TransportError) as raised:
+            client.put(f"/org/{emu.org_id}/resource", json={"name": "ambiguous-2", "mode": "tcp", "proxyPort": 2})
+        assert not isinstance(raised.value, httpx.TimeoutException)
+    emu.set_faults(0.0)
+    # Both creates were applied: this is what a retry after the failure must find, not repeat.
+    assert [(r["name"], r["proxyPort"]) for r in emu.state()["resources"]] == [("ambiguous-1", 1), ("ambiguous-2", 2)]
+    assert emu.fault_counters_by_route_and_kind() == {route: {"timeout-after-write": 2}}
+    with api(emu) as client:
+        assert (
+            client.get(f"/org/{emu.org_id}/resources", params={"query": "ambiguous"}).json()["data"]["pagination"][
+                "total"
+            ]
+            == 2
+        )
+
+
+def test_timeout_after_write_still_validates(start: Start) -> None:
+    """The fault withholds whatever the handler answered; a rejected write changes nothing."""
+    emu = start()
+    emu.set_faults(1.0, kinds=("timeout-after-write",), delay=0.0)
+    with api(emu) as client, pytest.raises(httpx.TransportError):
+        client.put(f"/org/{emu.org_id}/resource", json={"name": "bad", "mode": "tcp", "proxyPort": 70000})
+    emu.set_faults(0.0)
+    assert emu.state()["resources"] == []
+
+
+def test_harness_launches_with_the_after_write_kind_and_keeps_it_on_restart(start: Start) -> None:
+    emu = start(fault_rate=1.0, fault_kinds=("timeout-after-write",), fault_delay=0.1)
+    settings = httpx.get(f"{emu.admin_url}/faults").json()
+    assert (settings["rate"], settings["kinds"], settings["delay"]) == (1.0, ["timeout-after-write"], 0.1)
+    emu.set_faults(0.25, seed=9, kinds=("500", "timeout-after-write"), delay=0.2)
+    emu.restart()
+    settings = httpx.get(f"{emu.admin_url}/faults").json()
+    assert (settings["rate"], settings["seed"], settings["kinds"], settings["delay"]) == (
+        0.25,
+        9,
+        ["500", "timeout-after-write"],
+        0.2,
+    )
+
+
+def test_public_and_root_routes_are_counted_by_template(start: Start) -> None:
+    emu = start()
+    emu.reset_counters()
+    httpx.get(f"{emu.url}/openapi.json")
+    httpx.get(f"{emu.url}/openapi.json/")  # Express's optional trailing slash: the same route
+    with api(emu, emu.root_api_key) as client:
+        client.get("/orgs")
+    with api(emu) as client:
+        client.get("/orgs")  # refused with 403, still counted
+    assert emu.counters() == {"GET /v1/openapi.json": 2, "GET /v1/orgs": 2}
+
+
+def test_doubly_bound_spans_orgs(start: Start, tmp_path: Path) -> None:
+    """Ports are bound on the gateway host for every org, so the admin view looks across orgs."""
+    emu = start(state_dir=tmp_path / "emu")
+    add_key(tmp_path / "emu", "other", ())  # creates the org; the root key acts in it
+    port = next_port()
+    with api(emu) as client:
+        mine = create_raw(client, emu.org_id, "mine", port)
+    with api(emu, emu.root_api_key) as client:
+        theirs = create_raw(client, "other", "theirs", port)
+        assert client.get("/org/other/resources").json()["data"]["pagination"]["total"] == 1
+    assert emu.doubly_bound_ports() == {port: [mine["resourceId"], theirs["resourceId"]]}

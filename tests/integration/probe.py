@@ -16,18 +16,26 @@ from ssh_gateway.ops.toolchain import REPO
 from .cli import pulumi
 
 PRELUDE = """\
+import os
+
 import pulumi
 from providers.pangolin import PangolinTcpResource, PangolinTcpResourceArgs
+from providers.pangolin.org import read_org
+from ssh_gateway.core.org import OrgView
 
 config = pulumi.Config("probe")
+API_URL = config.get("apiUrl") or "http://127.0.0.1:9/v1"
+# As the real program does: list the org once, and hand each create what it may adopt.
+ORG = read_org(API_URL, "acme", os.environ["PANGOLIN_API_KEY"]) if config.get("apiUrl") else OrgView()
 
 
 def pangolin(name, port, *, protocol="tcp", opts=None):
     return PangolinTcpResource(
         name,
         PangolinTcpResourceArgs(
-            api_url=config.get("apiUrl") or "http://127.0.0.1:9/v1", org_id="acme", site_id=1,
+            api_url=API_URL, org_id="acme", site_id=1,
             name=f"probe/{name}", protocol=protocol, proxy_port=port, target_ip="127.0.0.1", target_port=2222,
+            adopt_resource_id=ORG.leftover(f"probe/{name}", protocol),
         ),
         opts,
     )

@@ -36,7 +36,7 @@ def _block(stdout: str, resource: str) -> str:
     """The lines `--diff` prints for one resource (up to the next resource or the outputs)."""
     start = stdout.index(f"::{resource}]")
     end = min(i for i in (stdout.find("pulumi-python:dynamic", start), stdout.find("--outputs:--", start)) if i > 0)
-    return stdout[start:end]
+    return stdout[start : stdout.rfind("\n", start, end)]
 
 
 def test_a_pinned_port_change_reads_as_an_in_place_proxy_port_change(
@@ -86,6 +86,12 @@ def test_a_protocol_change_says_replace(tmp_path: Path, emulator: EmulatorHandle
             ("ssh-pangolin (protocol)",),
             (),
         )
+
+        # And it works in one `up`: the old tcp resource goes first, a udp one takes the port.
+        replaced = probe.pulumi("up", "--yes", "--skip-preview")
+        assert replaced.returncode == 0, replaced.stdout + replaced.stderr
+        live = [r for r in emulator.state()["resources"] if r["name"] == "probe/ssh-pangolin"]
+        assert [(r["mode"], r["proxyPort"]) for r in live] == [("udp", 40005)], live
     finally:
         destroyed = probe.pulumi("destroy", "--yes", "--skip-preview")
         assert destroyed.returncode == 0, destroyed.stdout + destroyed.stderr

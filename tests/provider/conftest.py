@@ -17,6 +17,7 @@ import pytest
 from pulumi.dynamic import Config, ConfigureRequest
 
 from providers.pangolin import PangolinClient, PangolinTcpProvider
+from providers.pangolin.policy import HttpPolicy
 
 if TYPE_CHECKING:
     from pangolin_emulator.harness import EmulatorHandle
@@ -25,11 +26,9 @@ VERSIONS = ("1.18.4", "1.22.0")
 
 # Short timeouts and backoff: the emulator's "timeout" fault sleeps ~3 s, 429 says Retry-After: 1.
 FAST: dict[str, Any] = {
-    "timeout": 1.0,
-    "max_retries": 6,
-    "backoff_base": 0.01,
-    "backoff_max": 0.05,
-    "retry_after_max": 0.05,
+    "policy": HttpPolicy(
+        connect_timeout=1.0, read_timeout=1.0, max_retries=6, backoff_base=0.01, backoff_max=0.05, retry_after_max=0.05
+    )
 }
 
 _ports = itertools.count(41000)

@@ -12,6 +12,8 @@ from pulumi.dynamic.dynamic import serialize_provider
 from pulumi.runtime.rpc import UNKNOWN
 
 from providers.pangolin import PangolinTcpProvider, PangolinTcpResource, PangolinTcpResourceArgs
+from providers.pangolin.policy import HttpPolicy
+from tests.mocks import RecordingMocks, unknown
 
 from .conftest import configure
 
@@ -87,11 +89,14 @@ def test_check_reports_every_missing_field() -> None:
     assert all("is required" in f.reason for f in failures)
 
 
-def test_check_lets_unknowns_through_in_preview() -> None:
-    news = {**VALID, "proxyPort": UNKNOWN, "siteId": UNKNOWN, "apiUrl": UNKNOWN}
+@pytest.mark.parametrize("unknown", [UNKNOWN, unknown()], ids=["sentinel", "Unknown"])
+def test_check_lets_unknowns_through_in_preview(unknown: object) -> None:
+    # The provider server hands check an Unknown instance (keep_unknowns), e.g. a new Service's nodePort.
+    news = {**VALID, "proxyPort": unknown, "targetPort": unknown, "apiUrl": unknown}
     result = PangolinTcpProvider().check({}, news)
     assert result.failures == []
-    assert (result.inputs["proxyPort"], result.inputs["siteId"], result.inputs["apiUrl"]) == (UNKNOWN,) * 3
+    assert (result.inputs["proxyPort"], result.inputs["targetPort"], result.inputs["apiUrl"]) == (unknown,) * 3
+    assert PangolinTcpProvider().diff("5", _state(), result.inputs).changes is True
 
 
 @pytest.mark.parametrize("host", ["10.0.0.7", "fd00::7", "node-1.cluster.local", "localhost"])
@@ -134,14 +139,15 @@ def test_diff_ignores_adopt_resource_id() -> None:
 
 
 def test_pickle_round_trip_never_carries_the_key() -> None:
-    provider = configure(PangolinTcpProvider(timeout=3.0), KEY)
+    policy = HttpPolicy(read_timeout=3.0)
+    provider = configure(PangolinTcpProvider(policy=policy), KEY)
     serialized = serialize_provider(provider)
     raw = base64.b64decode(serialized)
     for fragment in (KEY, KEY.split(".")[1], KEY.split(".")[1][:16]):
         assert fragment.encode() not in raw
     restored = dill.loads(raw)  # noqa: S301 - the pickle we just made
     assert type(restored) is PangolinTcpProvider
-    assert restored._api_key is None and restored._timeout == 3.0
+    assert restored._api_key is None and restored._policy == policy
     assert provider._api_key == KEY  # pickling did not unconfigure the original
     assert serialize_provider(restored) == serialized  # deterministic: no spurious __provider diffs
 
@@ -151,21 +157,8 @@ def test_resource_type_token_and_secret_flag() -> None:
     assert PangolinTcpProvider.serialize_as_secret_always is False
 
 
-class _Recorder(pulumi.runtime.Mocks):
-    def __init__(self) -> None:
-        self.registered: list[pulumi.runtime.MockResourceArgs] = []
-
-    def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str, dict[str, Any]]:
-        self.registered.append(args)
-        outputs = {**args.inputs, "resourceId": 12, "targetId": 34, "niceId": "brave-otter"}
-        return "12", outputs
-
-    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], None]:
-        return {}, None
-
-
 def test_resource_registers_camel_case_props_and_exposes_snake_case_outputs() -> None:
-    recorder = _Recorder()
+    recorder = RecordingMocks()
     pulumi.runtime.set_mocks(recorder, project="ssh-gateway", stack="test", preview=False)
     args = PangolinTcpResourceArgs(
         api_url="https://pangolin.example.com/v1",
@@ -195,10 +188,19 @@ def test_resource_registers_camel_case_props_and_exposes_snake_case_outputs() ->
                 "targetIp": "10.0.0.7",
                 "targetPort": 30022,
             }
-            assert values == [12, 34, "brave-otter", 40001]
+            assert values == [7, 9, "calm-otter", 40001]
 
         return pulumi.Output.all(resource.resource_id, resource.target_id, resource.nice_id, resource.proxy_port).apply(
             verify
         )
 
     check()
+
+
+def test_check_keeps_adopt_resource_id_of_a_resource_that_exists() -> None:
+    # The program's listing finds every resource of the stack, its own included: no change once it exists.
+    provider = PangolinTcpProvider()
+    created = provider.check({}, {**VALID, "adoptResourceId": 5}).inputs
+    assert created["adoptResourceId"] == 5
+    olds = provider.check({}, VALID).inputs
+    assert provider.check(olds, {**VALID, "adoptResourceId": 5}).inputs["adoptResourceId"] is None

@@ -51,9 +51,7 @@ def test_lists_by_offset_on_1_15(start_emulator: Callable[..., EmulatorHandle]) 
     with PangolinClient(old.url, old.api_key, **FAST) as client:
         made = _make(client, old.org_id, 25, "old")
         listed = client.list_all_resources(old.org_id)
-        sites = client.list_all_sites(old.org_id)
     assert {r.resourceId for r in listed} == made
-    assert old.site_id in {s.siteId for s in sites}
 
 
 def test_lists_targets_by_limit_and_offset(emulator: EmulatorHandle) -> None:
@@ -154,14 +152,3 @@ def test_unreachable_server_is_a_transport_error(emulator: EmulatorHandle) -> No
         client.get_resource(1)
     assert raised.value.status is None
     assert emulator.api_key not in str(raised.value)
-
-
-def test_sites_and_domains(client: PangolinClient, emulator: EmulatorHandle) -> None:
-    sites = client.list_all_sites(emulator.org_id)
-    assert emulator.site_id in {s.siteId for s in sites}
-    assert client.get_site(emulator.site_id).siteId == emulator.site_id
-    domains = client.list_domains(emulator.org_id)
-    assert str(emulator.domain_id) in {d.domainId for d in domains}
-    assert client.get_domain(emulator.org_id, str(emulator.domain_id)).domainId == str(emulator.domain_id)
-    with pytest.raises(PangolinNotFound):
-        client.get_site(987654)

@@ -10,7 +10,6 @@ import pytest
 
 from providers.pangolin import (
     PangolinClient,
-    PangolinConflict,
     PangolinError,
     PangolinNotFound,
     PangolinTcpProvider,
@@ -204,25 +203,30 @@ def test_adopts_a_resource_with_the_right_name(
     assert f"adopted existing resource {orphan.resourceId}" in capsys.readouterr().err
 
 
-def test_refuses_to_adopt_a_resource_with_another_name(
+def test_never_adopts_a_resource_of_another_name_or_protocol_and_creates_its_own(
     provider: PangolinTcpProvider, client: PangolinClient, emulator: EmulatorHandle
 ) -> None:
+    # A hint the listing gave that no longer fits (renamed, or the tcp resource a tcp -> udp replacement deleted):
+    # the stranger is left as it is, and the create makes this resource's own.
+    props = inputs(emulator)
     stranger = client.create_resource(emulator.org_id, name="someone-else", protocol="tcp", proxy_port=next_port())
-    with pytest.raises(PangolinConflict) as raised:
-        provider.create(inputs(emulator, adoptResourceId=stranger.resourceId))
-    assert str(raised.value) == (
-        f"resource {stranger.resourceId} is named 'someone-else'; this stack did not create it; refusing to adopt"
-    )
+    udp = client.create_resource(emulator.org_id, name=props["name"], protocol="udp", proxy_port=next_port())
+    for hint in (stranger.resourceId, udp.resourceId):
+        made = provider.create({**props, "proxyPort": next_port(), "adoptResourceId": hint})
+        assert made.id not in (str(stranger.resourceId), str(udp.resourceId))
     assert client.get_resource(stranger.resourceId).proxyPort == stranger.proxyPort  # untouched
+    assert client.get_resource(udp.resourceId).proxyPort == udp.proxyPort
 
 
-def test_refuses_to_adopt_a_resource_of_another_protocol(
+def test_a_hint_whose_resource_is_gone_creates_a_new_one(
     provider: PangolinTcpProvider, client: PangolinClient, emulator: EmulatorHandle
 ) -> None:
     props = inputs(emulator)
-    udp = client.create_resource(emulator.org_id, name=props["name"], protocol="udp", proxy_port=next_port())
-    with pytest.raises(PangolinConflict, match="refusing to adopt"):
-        provider.create({**props, "adoptResourceId": udp.resourceId})
+    gone = client.create_resource(emulator.org_id, name=props["name"], protocol="tcp", proxy_port=next_port())
+    client.delete_resource(gone.resourceId)
+    made = provider.create({**props, "adoptResourceId": gone.resourceId})
+    assert made.id != str(gone.resourceId)
+    assert client.get_resource(int(made.id)).name == props["name"]
 
 
 @pytest.mark.parametrize("server_version", ["1.18.4", "1.22.0"])

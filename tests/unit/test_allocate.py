@@ -19,14 +19,9 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from providers.port_allocation.allocate import (
-    AllocationError,
-    AllocationState,
-    PortRange,
-    allocate,
-    check_priorities,
-    nsg_priority,
-)
+from ssh_gateway.core.allocation import AllocationError, AllocationState, allocate
+from ssh_gateway.core.firewall import check_priorities, nsg_priority
+from ssh_gateway.core.ports import PortRange
 
 pytestmark = pytest.mark.unit
 
@@ -56,7 +51,7 @@ def test_port_range_str_contains_size() -> None:
 
 @pytest.mark.parametrize(("start", "end"), [(0, 10), (10, 9), (1, 65536), (-5, 5), (True, 10), (1.0, 10)])
 def test_port_range_rejects_invalid_bounds(start: Any, end: Any) -> None:
-    with pytest.raises(ValueError, match=rf"start={start!r} end={end!r}.*ssh-gateway:ports.range"):
+    with pytest.raises(ValueError, match=rf"{start!r}-{end!r} is not a port range"):
         PortRange(start=start, end=end)
 
 
@@ -184,21 +179,22 @@ def test_reserved_and_foreign_ports_are_never_handed_out() -> None:
 
 def test_pin_outside_the_range() -> None:
     assert problems_of(instances=["gpu-01"], port_range=R, pins={"gpu-01": 5000}) == [
-        "pin 5000 for instance 'gpu-01' is outside the range 40000-40099; "
-        "pin a port inside it or widen ssh-gateway:ports.range"
+        "ssh-gateway:instances[gpu-01].port = 5000 is outside ssh-gateway:ports.range 40000-40099; "
+        "pin a port inside it or widen the range"
     ]
 
 
 def test_pin_that_is_not_a_port() -> None:
     assert problems_of(instances=["a", "b"], port_range=R, pins={"a": True, "b": "40001"}) == [
-        "pin True for instance 'a' is not a port number (1-65535)",
-        "pin '40001' for instance 'b' is not a port number (1-65535)",
+        "ssh-gateway:instances[a].port = True is not a port number (1-65535)",
+        "ssh-gateway:instances[b].port = '40001' is not a port number (1-65535)",
     ]
 
 
 def test_pin_for_an_instance_that_is_not_listed() -> None:
     assert problems_of(instances=["a"], port_range=R, pins={"gpu-09": 40001}) == [
-        "pin 40001 for instance 'gpu-09', which is not in the instance list; remove the pin or add the instance"
+        "ssh-gateway:instances[gpu-09].port = 40001 pins an instance that is not in ssh-gateway:instances; "
+        "remove the pin or add the instance"
     ]
 
 
@@ -210,7 +206,7 @@ def test_two_instances_pinned_to_the_same_port() -> None:
 
 def test_pin_on_a_reserved_port() -> None:
     assert problems_of(instances=["a"], port_range=R, pins={"a": 40003}, reserved=[40003]) == [
-        "pin 40003 for instance 'a' is a reserved port; pin another port or remove it from ssh-gateway:ports.reserved"
+        "ssh-gateway:instances[a].port = 40003 is in ssh-gateway:ports.reserved; pin another port or unreserve it"
     ]
 
 
@@ -219,7 +215,7 @@ def test_pin_on_a_foreign_port_names_the_resource() -> None:
         instances=["a"], port_range=R, pins={"a": 40003}, foreign={40003: "Pangolin resource 12 'db-proxy'"}
     )
     assert problems == [
-        "pin 40003 for instance 'a' is bound by Pangolin resource 12 'db-proxy', which this stack does "
+        "ssh-gateway:instances[a].port = 40003 is bound by Pangolin resource 12 'db-proxy', which this stack does "
         "not own; pin another port or free it in Pangolin"
     ]
 
@@ -237,8 +233,8 @@ def test_reserved_port_allocated_to_an_instance() -> None:
     previous = state({"gpu-01": 40000, "gpu-02": 40003})
     problems = problems_of(instances=["gpu-01", "gpu-02"], port_range=R, reserved=[40003], previous=previous)
     assert problems == [
-        "reserved port 40003 is allocated to instance 'gpu-02'; "
-        "remove it from ssh-gateway:ports.reserved or move the instance with a pin"
+        "ssh-gateway:ports.reserved has 40003, which instance 'gpu-02' holds; "
+        "unreserve it or move the instance with ssh-gateway:instances[gpu-02].port"
     ]
     # The suggested fix works: pin the instance elsewhere.
     moved = allocate(
@@ -255,8 +251,8 @@ def test_reserving_the_port_of_a_removed_instance_is_fine() -> None:
 def test_kept_allocation_outside_a_shrunk_range() -> None:
     previous = state({"gpu-01": 40000, "gpu-02": 40150})
     assert problems_of(instances=["gpu-01", "gpu-02"], port_range=R, previous=previous) == [
-        "instance 'gpu-02' holds port 40150, outside the range 40000-40099; "
-        "widen the range back or pin the instance to a port inside it"
+        "instance 'gpu-02' holds port 40150, outside ssh-gateway:ports.range 40000-40099; "
+        "widen the range back or set ssh-gateway:instances[gpu-02].port to a port inside it"
     ]
     # Removing the instance instead is fine, and its port leaves `released` with the range.
     assert allocate(instances=["gpu-01"], port_range=R, previous=previous) == state({"gpu-01": 40000})
@@ -269,7 +265,7 @@ def test_kept_allocation_bound_by_a_foreign_resource_names_it() -> None:
     )
     assert problems == [
         "instance 'gpu-01' holds port 40004, which is also bound by Pangolin resource 12 'db-proxy' outside "
-        "this stack; free the port in Pangolin or move the instance with a pin"
+        "this stack; free the port in Pangolin or move the instance with ssh-gateway:instances[gpu-01].port"
     ]
 
 
@@ -284,18 +280,18 @@ def test_exhaustion_names_the_range_the_instance_and_the_counts() -> None:
         previous=state({"gpu-01": 40005, "gpu-02": 40006, "gpu-03": 40007, "gpu-04": 40008}),
     )
     assert problems == [
-        "range 40000-40009 is exhausted: no free port for instance 'gpu-06' "
+        "ssh-gateway:ports.range 40000-40009 is exhausted: no free port for instance 'gpu-06' "
         "(10 ports, 3 reserved, 2 bound by other Pangolin resources); "
-        "widen ssh-gateway:ports.range or remove instances"
+        "widen the range or remove instances"
     ]
 
 
 def test_exhaustion_of_many_instances_is_one_problem() -> None:
     problems = problems_of(instances=[f"n{i}" for i in range(7)], port_range=PortRange(start=22, end=23))
     assert problems == [
-        "range 22-23 is exhausted: no free port for instances 'n2', 'n3', 'n4' and 2 more "
+        "ssh-gateway:ports.range 22-23 is exhausted: no free port for instances 'n2', 'n3', 'n4' and 2 more "
         "(2 ports, 0 reserved, 0 bound by other Pangolin resources); "
-        "widen ssh-gateway:ports.range or remove instances"
+        "widen the range or remove instances"
     ]
 
 
@@ -330,7 +326,11 @@ def test_every_problem_is_reported_at_once() -> None:
     assert isinstance(error, ValueError)
     assert len(error.problems) == 3
     assert str(error) == "\n".join(error.problems)
-    assert [p.split()[0:2] for p in error.problems] == [["pin", "5000"], ["instance", "'k1'"], ["reserved", "port"]]
+    assert [p.split()[0:2] for p in error.problems] == [
+        ["ssh-gateway:instances[p1].port", "="],
+        ["instance", "'k1'"],
+        ["ssh-gateway:ports.reserved", "has"],
+    ]
 
 
 def test_allocation_error_pickles_with_its_problems() -> None:
@@ -442,15 +442,15 @@ def dedupe_keep_last(ports: list[int]) -> list[int]:
 
 # Each problem `allocate` may report, as a category the model below can predict.
 CATEGORIES = {
-    "pin-range": re.compile(r"^pin \d+ for instance '[^']+' is outside the range "),
-    "pin-reserved": re.compile(r"^pin \d+ for instance '[^']+' is a reserved port; "),
-    "pin-foreign": re.compile(r"^pin \d+ for instance '[^']+' is bound by Pangolin resource "),
+    "pin-range": re.compile(r"^ssh-gateway:instances\[[^]]+\]\.port = \d+ is outside ssh-gateway:ports.range "),
+    "pin-reserved": re.compile(r"^ssh-gateway:instances\[[^]]+\]\.port = \d+ is in ssh-gateway:ports.reserved; "),
+    "pin-foreign": re.compile(r"^ssh-gateway:instances\[[^]]+\]\.port = \d+ is bound by Pangolin resource "),
     "pin-dup": re.compile(r"^instances .* are pinned to the same port \d+; "),
     "pin-held": re.compile(r"^pin \d+ for instance '[^']+' is held by instance '[^']+'; "),
-    "kept-range": re.compile(r"^instance '[^']+' holds port \d+, outside the range "),
-    "kept-reserved": re.compile(r"^reserved port \d+ is allocated to instance '[^']+'; "),
+    "kept-range": re.compile(r"^instance '[^']+' holds port \d+, outside ssh-gateway:ports.range "),
+    "kept-reserved": re.compile(r"^ssh-gateway:ports.reserved has \d+, which instance '[^']+' holds; "),
     "kept-foreign": re.compile(r"^instance '[^']+' holds port \d+, which is also bound by Pangolin resource "),
-    "exhausted": re.compile(r"^range \d+-\d+ is exhausted: no free port for instances? '"),
+    "exhausted": re.compile(r"^ssh-gateway:ports.range \d+-\d+ is exhausted: no free port for instances? '"),
 }
 
 

@@ -80,20 +80,19 @@ def test_keys_are_written_in_the_readme_table_order_and_values_are_quoted_when_y
     after = add_instance(
         STACK,
         {"hostKey": KEY, "staticPort": 2223, "staticHost": "127.0.0.1", "target": "static", "name": "gpu-eve",
-         "user": "eve", "port": 40009, "selector": {"app": "true"}},
+         "user": "true", "port": 40009},
     )  # fmt: skip
     assert _diff(STACK, after) == [
         "+    - name: gpu-eve",
-        "+      user: eve",
+        "+      user: 'true'",
         "+      target: static",
         "+      port: 40009",
-        "+      selector: {app: 'true'}",
         "+      staticHost: 127.0.0.1",
         "+      staticPort: 2223",
         f"+      hostKey: {KEY}",
     ]
     entry = yaml.safe_load(after)["config"]["ssh-gateway:instances"][-1]
-    assert entry["hostKey"] == KEY and entry["selector"] == {"app": "true"}
+    assert entry["hostKey"] == KEY and entry["user"] == "true"
 
 
 def test_remove_takes_the_entry_with_its_own_comment_and_leaves_the_next_ones() -> None:
@@ -168,7 +167,7 @@ def test_pyyaml_style_lists_keep_their_indentation() -> None:
             {"name": "Bad_Name", "target": "static", "staticHost": "127.0.0.1", "staticPort": 22},
             "ssh-gateway:instances[2].name = \"Bad_Name\": 'Bad_Name' is not a DNS label",
         ),
-        ({"name": "gpu-x", "target": "static"}, "instance 'gpu-x' has target static but no staticHost/staticPort"),
+        ({"name": "gpu-x", "target": "static"}, "ssh-gateway:instances[2].staticHost: required, but not set"),
         ({"name": "gpu-x", "nodePort": 29999}, "ssh-gateway:instances[2].nodePort = 29999"),
         (
             {"name": "gpu-x", "target": "static", "staticHost": "127.0.0.1", "staticPort": 22, "port": 70000},
@@ -176,7 +175,7 @@ def test_pyyaml_style_lists_keep_their_indentation() -> None:
         ),
         (
             {"name": "gpu-x", "target": "static", "staticHost": "127.0.0.1", "staticPort": 22, "sourceCidrs": ["x"]},
-            "ssh-gateway:instances[2].sourceCidrs[0] = \"x\": 'x' is not a CIDR",
+            "ssh-gateway:instances[2].sourceCidrs = [\"x\"]: 'x' is not a CIDR",
         ),
         ({"name": "gpu-alice"}, 'an instance named "gpu-alice" already exists'),
         ({"name": "gpu-x", "colour": "red"}, "unknown key(s) colour; allowed: name, user, target"),

@@ -8,8 +8,9 @@ import pulumi
 import pytest
 
 from providers.pangolin import PangolinTcpResource, PangolinTcpResourceArgs
+from ssh_gateway.core.names import PANGOLIN_TYPE
 
-from .conftest import PANGOLIN_TYPE, RecordingMocks
+from .conftest import RecordingMocks
 
 pytestmark = pytest.mark.unit
 

@@ -8,10 +8,6 @@ from typing import Any
 import pytest
 
 from policy.rules import (
-    NSG_RULE_TYPE,
-    NSG_TYPE,
-    PANGOLIN_TYPE,
-    SERVICE_TYPE,
     Resource,
     created_by_component,
     load_balancer_from_component,
@@ -20,8 +16,10 @@ from policy.rules import (
     shared_ports,
     stack_range,
 )
+from ssh_gateway.core.names import ALLOCATION_TYPE, NSG_RULE_TYPE, NSG_TYPE, PANGOLIN_TYPE, SERVICE_TYPE
+from ssh_gateway.core.ports import PortRange
 
-from .conftest import ALLOCATION_TYPE, RecordingMocks
+from .conftest import RecordingMocks
 from .test_program import run_program, settings
 
 pytestmark = pytest.mark.unit
@@ -99,16 +97,16 @@ def test_inline_rules_of_an_nsg_count_too() -> None:
 
 
 def test_range_comes_from_config_else_from_the_allocation_table() -> None:
-    table = Resource("urn:a::b::c::ports", ALLOCATION_TYPE, {"range": "41000-41199"})
-    assert stack_range({"range": "40000-40019"}, [table]) == (40000, 40019)
-    assert stack_range(None, [table]) == (41000, 41199)
+    table = Resource("urn:a::b::c::ports", ALLOCATION_TYPE, {"start": 41000.0, "end": 41199.0})
+    assert stack_range({"range": "40000-40019"}, [table]) == PortRange(start=40000, end=40019)
+    assert stack_range(None, [table]) == PortRange(start=41000, end=41199)
     assert stack_range(None, []) is None
 
 
 def test_ports_outside_the_range() -> None:
     inside = Resource(child("a", "pangolin", PANGOLIN_TYPE), PANGOLIN_TYPE, {"proxyPort": 40019.0})
     outside = Resource(child("b", "pangolin", PANGOLIN_TYPE), PANGOLIN_TYPE, {"proxyPort": 40020.0})
-    [found] = ports_outside_range([inside, outside], (40000, 40019))
+    [found] = ports_outside_range([inside, outside], PortRange(start=40000, end=40019))
     assert found.urn == outside.urn
     assert "'b-pangolin' has proxyPort 40020, outside the stack's range 40000-40019" in found.message
     assert ports_outside_range([inside], None)[0].message.startswith("the stack has Pangolin resources but no port")

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from pulumi import automation as auto
 
+from ssh_gateway.core.credentials import find_api_key
 from ssh_gateway.ops.automation import workspace_options
 from ssh_gateway.ops.toolchain import REPO, ToolchainMissing
 
@@ -19,14 +20,12 @@ from .diagnose import diagnose
 from .model import endpoints_from_outputs
 from .report import as_json, render
 
-API_KEY_ENV = "PANGOLIN_API_KEY"
-
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m ssh_gateway.ops.doctor",
         description="Check every instance of a stack along the ssh path and name the first broken layer: "
-        "dns, tcp, banner, hostkey, pangolin.",
+        "dns, tcp, banner, hostidentity, hostkey, pangolin.",
     )
     parser.add_argument("--stack", required=True, help="the stack whose outputs to check, e.g. local")
     parser.add_argument("--json", action="store_true", help="print the findings as JSON")
@@ -73,13 +72,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _api_key(stack: auto.Stack) -> str | None:
-    """PANGOLIN_API_KEY, else the stack's secret; never printed."""
-    if os.environ.get(API_KEY_ENV):
-        return os.environ[API_KEY_ENV]
+    """The key in the one lookup order (the stack secret, then PANGOLIN_API_KEY); never printed."""
+    config = {key: value.value for key, value in stack.get_all_config().items()}
     try:
-        return stack.get_config("pangolin:apiKey").value
-    except auto.CommandError:
-        return None  # not set: the Pangolin check says so
+        return find_api_key(config, os.environ)[0]
+    except ValueError:
+        return None  # not set, or not a key: the Pangolin check says so
 
 
 if __name__ == "__main__":

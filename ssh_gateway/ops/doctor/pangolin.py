@@ -6,6 +6,7 @@ import httpx
 
 from providers.pangolin.client import PangolinClient
 from providers.pangolin.errors import PangolinAuthError, PangolinError, PangolinNotFound, PangolinTransportError
+from providers.pangolin.policy import HttpPolicy
 
 from .model import Check, Endpoint
 
@@ -35,7 +36,8 @@ def check_pangolin(
         )
     rid = endpoint.resource_id
     try:
-        with PangolinClient(api_url, api_key, timeout=timeout, max_retries=0, transport=transport) as client:
+        policy = HttpPolicy(connect_timeout=timeout, read_timeout=timeout, max_retries=0)
+        with PangolinClient(api_url, api_key, policy=policy, transport=transport) as client:
             try:
                 resource = client.get_resource(rid)
             except PangolinNotFound:

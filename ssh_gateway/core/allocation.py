@@ -8,7 +8,9 @@ provider's `check` can call it at preview time and tests can call it a million t
 Rules, in the order they are applied:
 
 1. An instance listed now and present in the previous state keeps its port, unless it is pinned
-   to another one: the pin wins and the old port is released.
+   to another one (the pin wins and the old port is released), or the port is `lost`: an older
+   Pangolin resource of someone else owns it (the lowest-id rule of `ssh_gateway.core.org`), so the
+   instance never served it, releases it and takes a new port as in rule 4.
 2. Pinned instances take their pins.
 3. Instances in the previous state that are no longer listed release their ports. Released ports
    are appended to `released` in instance-name order, dropping earlier copies of the same port.
@@ -29,64 +31,17 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Final
 
-__all__ = [
-    "AZURE_PRIORITY_MAX",
-    "AZURE_PRIORITY_MIN",
-    "DEFAULT_PRIORITY_BASE",
-    "AllocationError",
-    "AllocationState",
-    "PortRange",
-    "allocate",
-    "check_priorities",
-    "nsg_priority",
-]
+from .ports import PortRange, is_port
+
+__all__ = ["AllocationError", "AllocationState", "allocate"]
 
 _RANGE_KEY: Final = "ssh-gateway:ports.range"
 _RESERVED_KEY: Final = "ssh-gateway:ports.reserved"
-_PRIORITY_KEY: Final = "ssh-gateway:firewall.priorityBase"
-
-AZURE_PRIORITY_MIN: Final = 100
-"""Lowest priority Azure accepts on a network security group rule."""
-
-AZURE_PRIORITY_MAX: Final = 4096
-"""Highest priority Azure accepts on a network security group rule."""
-
-DEFAULT_PRIORITY_BASE: Final = 1000
-"""NSG priority of the range's first port, when `ssh-gateway:firewall.priorityBase` is not set."""
 
 
-def _is_port(value: object) -> bool:
-    # bool is an int subclass; `True` as a port is a config mistake, not port 1.
-    return isinstance(value, int) and not isinstance(value, bool) and 1 <= value <= 65535
-
-
-@dataclass(frozen=True, kw_only=True)
-class PortRange:
-    """An inclusive range of TCP ports, e.g. 40000-40099."""
-
-    start: int
-    """First port of the range, inclusive."""
-
-    end: int
-    """Last port of the range, inclusive."""
-
-    def __post_init__(self) -> None:
-        if not (_is_port(self.start) and _is_port(self.end) and self.start <= self.end):
-            raise ValueError(
-                f"port range start={self.start!r} end={self.end!r} is invalid: "
-                f"need integers with 1 <= start <= end <= 65535; check {_RANGE_KEY}"
-            )
-
-    def __str__(self) -> str:
-        return f"{self.start}-{self.end}"
-
-    def __contains__(self, port: object) -> bool:
-        return isinstance(port, int) and self.start <= port <= self.end
-
-    @property
-    def size(self) -> int:
-        """How many ports the range holds."""
-        return self.end - self.start + 1
+def _pin_key(name: str) -> str:
+    """How the config spells an instance's pin, e.g. `ssh-gateway:instances[gpu-01].port`."""
+    return f"ssh-gateway:instances[{name}].port"
 
 
 _NO_PORTS: Final[Mapping[str, int]] = MappingProxyType({})
@@ -136,14 +91,17 @@ def allocate(
     pins: Mapping[str, int] = _NO_PORTS,
     reserved: Collection[int] = (),
     foreign: Mapping[int, str] = _NO_FOREIGN,
+    lost: Mapping[int, str] = _NO_FOREIGN,
     previous: AllocationState = _NO_PREVIOUS,
 ) -> AllocationState:
     """Give every instance a port, keeping the ports of the previous run.
 
     `pins` maps an instance to the port it must have; `reserved` are ports never to hand out;
     `foreign` maps ports bound in the Pangolin org by resources this stack does not own to a short
-    description such as ``"Pangolin resource 12 'db-proxy'"``. The result depends only on the
-    contents of the arguments, not on their order. Raises `AllocationError` listing every problem.
+    description such as ``"Pangolin resource 12 'db-proxy'"``; `lost` maps ports of the previous table
+    that an older resource of someone else owns to that resource (they count as foreign too). The
+    result depends only on the contents of the arguments, not on their order. Raises
+    `AllocationError` listing every problem.
     """
     problems: list[str] = []
     rng = port_range
@@ -159,12 +117,13 @@ def allocate(
             if count > 1
         )
 
-    reserved_ports = {port for port in reserved if _is_port(port)}
+    reserved_ports = {port for port in reserved if is_port(port)}
     problems.extend(
         f"reserved port {port!r} is not a port number; {_RESERVED_KEY} takes integers 1-65535"
-        for port in sorted((port for port in reserved if not _is_port(port)), key=repr)
+        for port in sorted((port for port in reserved if not is_port(port)), key=repr)
     )
     # Reserved wins over foreign in the counts: a port that is both is reported once.
+    foreign = {**foreign, **lost}
     foreign_ports = set(foreign) - reserved_ports
 
     # Each instance's claim on a port it must hold: its pin, else its previous port.
@@ -175,27 +134,23 @@ def allocate(
         port = pins[name]
         if name not in listed:
             problems.append(
-                f"pin {port!r} for instance '{name}', which is not in the instance list; "
+                f"{_pin_key(name)} = {port!r} pins an instance that is not in ssh-gateway:instances; "
                 "remove the pin or add the instance"
             )
             continue
-        if not _is_port(port):
-            problems.append(f"pin {port!r} for instance '{name}' is not a port number (1-65535)")
+        if not is_port(port):
+            problems.append(f"{_pin_key(name)} = {port!r} is not a port number (1-65535)")
             continue
         if port not in rng:
             problems.append(
-                f"pin {port} for instance '{name}' is outside the range {rng}; "
-                f"pin a port inside it or widen {_RANGE_KEY}"
+                f"{_pin_key(name)} = {port} is outside {_RANGE_KEY} {rng}; pin a port inside it or widen the range"
             )
         if port in reserved_ports:
-            problems.append(
-                f"pin {port} for instance '{name}' is a reserved port; "
-                f"pin another port or remove it from {_RESERVED_KEY}"
-            )
+            problems.append(f"{_pin_key(name)} = {port} is in {_RESERVED_KEY}; pin another port or unreserve it")
         if port in foreign:
             problems.append(
-                f"pin {port} for instance '{name}' is bound by {foreign[port]}, which this stack does not "
-                "own; pin another port or free it in Pangolin"
+                f"{_pin_key(name)} = {port} is bound by {foreign[port]}, which this stack does not own; "
+                "pin another port or free it in Pangolin"
             )
         pinned[name] = port
         claim_of[name] = port
@@ -203,7 +158,7 @@ def allocate(
     released_now: list[int] = []
     for name in sorted(previous.ports):
         port = previous.ports[name]
-        if not _is_port(port):
+        if not is_port(port):
             problems.append(
                 f"the stack state holds {port!r} as the port of instance '{name}', which is not a port "
                 "number; the state was not written by this allocator"
@@ -216,20 +171,23 @@ def allocate(
             if pinned[name] != port:
                 released_now.append(port)
             continue
+        if port in lost:
+            released_now.append(port)  # never served: the instance moves like a newcomer
+            continue
         if port not in rng:
             problems.append(
-                f"instance '{name}' holds port {port}, outside the range {rng}; "
-                "widen the range back or pin the instance to a port inside it"
+                f"instance '{name}' holds port {port}, outside {_RANGE_KEY} {rng}; "
+                f"widen the range back or set {_pin_key(name)} to a port inside it"
             )
         if port in reserved_ports:
             problems.append(
-                f"reserved port {port} is allocated to instance '{name}'; "
-                f"remove it from {_RESERVED_KEY} or move the instance with a pin"
+                f"{_RESERVED_KEY} has {port}, which instance '{name}' holds; "
+                f"unreserve it or move the instance with {_pin_key(name)}"
             )
         if port in foreign:
             problems.append(
                 f"instance '{name}' holds port {port}, which is also bound by {foreign[port]} outside this "
-                "stack; free the port in Pangolin or move the instance with a pin"
+                f"stack; free the port in Pangolin or move the instance with {_pin_key(name)}"
             )
         claim_of[name] = port
 
@@ -283,10 +241,10 @@ def allocate(
     if starved:
         instance_word = "instance" if len(starved) == 1 else "instances"
         problems.append(
-            f"range {rng} is exhausted: no free port for {instance_word} {_quoted(starved)} "
+            f"{_RANGE_KEY} {rng} is exhausted: no free port for {instance_word} {_quoted(starved)} "
             f"({rng.size} ports, {sum(port in rng for port in reserved_ports)} reserved, "
             f"{sum(port in rng for port in foreign_ports)} bound by other Pangolin resources); "
-            f"widen {_RANGE_KEY} or remove instances"
+            "widen the range or remove instances"
         )
 
     if problems:
@@ -296,43 +254,4 @@ def allocate(
     return AllocationState(
         ports={name: ports[name] for name in names},
         released=tuple(port for port in released if port not in reused_set),
-    )
-
-
-def nsg_priority(port: int, port_range: PortRange, base: int = DEFAULT_PRIORITY_BASE) -> int:
-    """The Azure NSG rule priority for `port`: `base` plus its offset in the range.
-
-    A bijection on the range, so priorities are unique across instances and an instance's priority
-    changes only when its port (or the range's start, or `base`) does.
-    """
-    if port not in port_range:
-        raise ValueError(f"port {port} is outside the range {port_range}; no NSG priority for it")
-    priority = base + (port - port_range.start)
-    if priority < AZURE_PRIORITY_MIN:
-        raise ValueError(
-            f"priority {priority} for port {port} is outside Azure's {AZURE_PRIORITY_MIN}-"
-            f"{AZURE_PRIORITY_MAX}; raise {_PRIORITY_KEY}"
-        )
-    if priority > AZURE_PRIORITY_MAX:
-        raise ValueError(
-            f"priority {priority} for port {port} is outside Azure's {AZURE_PRIORITY_MIN}-"
-            f"{AZURE_PRIORITY_MAX}; lower {_PRIORITY_KEY} or narrow the range"
-        )
-    return priority
-
-
-def check_priorities(port_range: PortRange, base: int = DEFAULT_PRIORITY_BASE) -> None:
-    """Fail before any resource exists if some port of the range would get a priority Azure rejects."""
-    first, last = base, base + port_range.size - 1
-    if first >= AZURE_PRIORITY_MIN and last <= AZURE_PRIORITY_MAX:
-        return
-    if port_range.size > AZURE_PRIORITY_MAX - AZURE_PRIORITY_MIN + 1:
-        hint = f"narrow {_RANGE_KEY} to at most {AZURE_PRIORITY_MAX - AZURE_PRIORITY_MIN + 1} ports"
-    elif first < AZURE_PRIORITY_MIN:
-        hint = f"raise {_PRIORITY_KEY} to at least {AZURE_PRIORITY_MIN}"
-    else:
-        hint = f"lower {_PRIORITY_KEY} to at most {AZURE_PRIORITY_MAX - port_range.size + 1} or narrow the range"
-    raise ValueError(
-        f"priorities {first}-{last} for ports {port_range} fall outside Azure's "
-        f"{AZURE_PRIORITY_MIN}-{AZURE_PRIORITY_MAX} ({_PRIORITY_KEY}={base}); {hint}"
     )

@@ -1,0 +1,58 @@
+"""Host names, IP addresses and URLs as config and resource inputs accept them: one definition each.
+
+Each function returns the value (normalised where that is safe) or raises a `ValueError` that names it and
+says what is allowed; pydantic models and dynamic providers wrap them, so both sides agree.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from typing import Final
+from urllib.parse import urlsplit
+
+__all__ = ["check_host", "check_hostname", "check_http_url"]
+
+_LABEL: Final = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
+_HOSTNAME: Final = re.compile(rf"(?=.{{1,253}}$){_LABEL}(?:\.{_LABEL})*")
+_DOTTED_NUMBERS: Final = re.compile(r"[0-9.]+")
+
+
+def check_hostname(value: str) -> str:
+    """A DNS name such as `ssh.example.com` (labels of letters, digits and inner '-', 253 characters at most).
+
+    All-numeric dotted names are refused: `10.0.0.256` is a mistyped address, not a host called that.
+    """
+    if not _HOSTNAME.fullmatch(value) or _DOTTED_NUMBERS.fullmatch(value):
+        raise ValueError(f"{value!r} is not a hostname such as ssh.example.com")
+    return value
+
+
+def check_host(value: str) -> str:
+    """An IPv4 or IPv6 address, or a hostname."""
+    try:
+        ipaddress.ip_address(value)
+    except ValueError:
+        try:
+            check_hostname(value)
+        except ValueError:
+            raise ValueError(f"{value!r} is neither an IP address such as 10.0.0.4 nor a hostname") from None
+    return value
+
+
+def check_http_url(value: str) -> str:
+    """An http(s) URL with a host and no credentials, e.g. `https://api.example.com/v1`; no trailing '/'."""
+    allowed = "an http(s) URL such as https://api.example.com/v1"
+    try:
+        parts = urlsplit(value)
+        port = parts.port  # raises on a port that is not a number
+    except ValueError:
+        raise ValueError(f"{value!r} is not {allowed}") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname or any(c.isspace() for c in value):
+        raise ValueError(f"{value!r} is not {allowed}")
+    if parts.username is not None or parts.password is not None:
+        raise ValueError(f"{value!r} carries credentials; give {allowed} and the key as pangolin:apiKey")
+    if port == 0:
+        raise ValueError(f"{value!r} has port 0; give {allowed}")
+    check_host(parts.hostname)
+    return value.rstrip("/")

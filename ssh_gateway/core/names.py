@@ -1,0 +1,151 @@
+"""Names: of Pangolin resources, Services and ssh aliases, of each instance's children, and the type tokens.
+
+An instance's resources are found again - by the preview summary, the drift check, the doctor and the policy
+pack - in one way only: `instance_of(urn)`, from the URN's type chain and the child's role suffix.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Final
+
+__all__ = [
+    "ALLOCATION_KIND",
+    "ALLOCATION_MODULE",
+    "ALLOCATION_TYPE",
+    "COMPONENT_TYPE",
+    "HOST_CA_KIND",
+    "HOST_CA_TYPE",
+    "HOST_IDENTITY_MODULE",
+    "HOST_KEY_KIND",
+    "HOST_KEY_TYPE",
+    "NSG_RULE_TYPE",
+    "NSG_TYPE",
+    "PANGOLIN_KIND",
+    "PANGOLIN_MODULE",
+    "PANGOLIN_TYPE",
+    "SECRET_TYPE",
+    "SERVICE_TYPE",
+    "STACK_TYPE",
+    "Role",
+    "child_name",
+    "host_ca_name",
+    "host_key_secret_name",
+    "instance_of",
+    "owner_prefix",
+    "pangolin_resource_name",
+    "public_host",
+    "service_name",
+    "ssh_alias",
+    "type_chain",
+    "urn_name",
+    "urn_type",
+]
+
+COMPONENT_TYPE: Final = "ssh-gateway:index:SshInstance"
+"""The component that is one instance."""
+
+PANGOLIN_MODULE: Final = "pangolin"
+PANGOLIN_KIND: Final = "TcpResource"
+PANGOLIN_TYPE: Final = f"pulumi-python:dynamic/{PANGOLIN_MODULE}:{PANGOLIN_KIND}"
+"""A Pangolin raw TCP/UDP resource with its target (a Python dynamic resource)."""
+
+ALLOCATION_MODULE: Final = "ssh-gateway"
+ALLOCATION_KIND: Final = "PortAllocation"
+ALLOCATION_TYPE: Final = f"pulumi-python:dynamic/{ALLOCATION_MODULE}:{ALLOCATION_KIND}"
+"""The stack's port table."""
+
+HOST_IDENTITY_MODULE: Final = "ssh-gateway"
+HOST_CA_KIND: Final = "SshHostCa"
+HOST_CA_TYPE: Final = f"pulumi-python:dynamic/{HOST_IDENTITY_MODULE}:{HOST_CA_KIND}"
+"""A generation of the stack's SSH host CA."""
+HOST_KEY_KIND: Final = "SshHostKey"
+HOST_KEY_TYPE: Final = f"pulumi-python:dynamic/{HOST_IDENTITY_MODULE}:{HOST_KEY_KIND}"
+"""An instance's host key and its certificate."""
+
+NSG_RULE_TYPE: Final = "azure-native:network:SecurityRule"
+NSG_TYPE: Final = "azure-native:network:NetworkSecurityGroup"
+SECRET_TYPE: Final = "kubernetes:core/v1:Secret"  # noqa: S105 - a type token, not a password
+SERVICE_TYPE: Final = "kubernetes:core/v1:Service"
+STACK_TYPE: Final = "pulumi:pulumi:Stack"
+
+
+class Role(StrEnum):
+    """What a child of an instance is for; its Pulumi name is `<instance>-<role>`."""
+
+    SERVICE = "service"
+    PANGOLIN = "pangolin"
+    NSG_RULE = "nsg-rule"
+    HOST_KEY = "host-key"
+    HOST_KEY_SECRET = "host-key-secret"  # noqa: S105 - a role, not a password
+
+
+def child_name(instance: str, role: Role) -> str:
+    """The Pulumi name of an instance's child, e.g. `gpu-01-pangolin`."""
+    return f"{instance}-{role}"
+
+
+def owner_prefix(project: str, stack: str) -> str:
+    """Prefix of every Pangolin resource name this stack owns, e.g. `ssh-gateway/prod/`."""
+    return f"{project}/{stack}/"
+
+
+def pangolin_resource_name(project: str, stack: str, instance: str) -> str:
+    """The Pangolin resource name of an instance: it identifies the stack and the instance."""
+    return f"{owner_prefix(project, stack)}{instance}"
+
+
+def service_name(instance: str) -> str:
+    """The Kubernetes Service in front of an instance's sshd."""
+    return f"ssh-{instance}"
+
+
+def public_host(template: str, instance: str) -> str:
+    """The public name users ssh to, from `gateway.hostTemplate`."""
+    return template.replace("{instance}", instance)
+
+
+def host_key_secret_name(instance: str) -> str:
+    """The Kubernetes Secret holding an instance's host key and certificate, next to its Service."""
+    return f"ssh-{instance}-host-key"
+
+
+def host_ca_name(generation: int) -> str:
+    """The Pulumi name of one generation of the stack's SSH host CA, e.g. `host-ca-g1`."""
+    return f"host-ca-g{generation}"
+
+
+def ssh_alias(instance: str) -> str:
+    """The `Host` alias in the generated ssh config (one per instance, so VS Code lists each)."""
+    return f"ssh-{instance}"
+
+
+def urn_name(urn: str) -> str:
+    """The resource's own name, the URN's last part."""
+    return urn.rsplit("::", 1)[-1]
+
+
+def type_chain(urn: str) -> list[str]:
+    """The URN's types, outermost parent first: `[SshInstance, TcpResource]` for an instance's child."""
+    parts = urn.split("::")
+    return parts[2].split("$") if len(parts) >= 4 else []
+
+
+def urn_type(urn: str) -> str:
+    """The resource's own type token (the last of the URN's type chain)."""
+    chain = type_chain(urn)
+    return chain[-1] if chain else ""
+
+
+def instance_of(urn: str) -> str | None:
+    """The instance a resource belongs to: the `SshInstance` itself, or one of its children; else None."""
+    chain = type_chain(urn)
+    if not chain or COMPONENT_TYPE not in chain:
+        return None
+    name = urn_name(urn)
+    if chain[-1] == COMPONENT_TYPE:
+        return name
+    for role in Role:
+        if name.endswith(f"-{role}"):
+            return name.removesuffix(f"-{role}")
+    return None

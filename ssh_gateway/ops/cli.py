@@ -406,7 +406,7 @@ def register_ssh_config(commands: Commands) -> None:
         description="Reads each stack's sshConfig and knownHosts outputs and writes them between "
         "`# >>> ssh-gateway STACK >>>` and `# <<< ssh-gateway STACK <<<` at the top of ~/.ssh/config (or, with "
         "--include, to ~/.ssh/config.d/ssh-gateway-STACK plus one Include line), the known_hosts lines to "
-        "~/.ssh/ssh-gateway/known_hosts-STACK. Shows the diff first; writes only with --write; never changes a "
+        "~/.ssh/known_hosts.d/ssh-gateway-STACK. Shows the diff first; writes only with --write; never changes a "
         "line outside its sections; a second run changes nothing. Refuses options that would run commands on "
         "this machine (LocalCommand, KnownHostsCommand, Match exec, a ProxyCommand ssh-gateway does not generate).",
         examples=[

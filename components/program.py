@@ -19,6 +19,7 @@ from pulumi.runtime.config import CONFIG
 from providers.host_identity import SshHostCa, SshHostCaArgs
 from providers.pangolin.errors import PangolinError
 from providers.pangolin.org import read_org
+from providers.pangolin.port_check_resource import PortCheck, PortCheckArgs
 from providers.port_allocation.resource import PortAllocation, PortAllocationArgs
 from ssh_gateway.core.connect import PangolinEntry
 from ssh_gateway.core.credentials import find_api_key
@@ -108,19 +109,20 @@ def read_pangolin_org(settings: Settings) -> OrgView:
 
 
 def check_connect_port(settings: Settings, org: OrgView, *, project: str, stack: str) -> None:
-    """A `RunError` when another Pangolin resource already binds the CONNECT port (Pangolin would refuse ours)."""
+    """A `RunError` when another Pangolin resource already binds the CONNECT port: Pangolin accepts a second
+    resource on a bound port, and the two would then share it."""
     if settings.connect is None:
         return
     entry = settings.connect_entry()
     if not isinstance(entry, PangolinEntry):
         return
     ours = connect_resource_name(project, stack)
-    others = [held for held in org.held_in([entry.port]).get(entry.port, []) if held.partition(":")[2] != ours]
+    others = [b for b in org.held_in([entry.port]).get(entry.port, []) if b.name != ours]
     if others:
-        resource_id, _, name = others[0].partition(":")
         raise pulumi.RunError(
-            f"ssh-gateway:connect.public.port {entry.port} is already bound by Pangolin resource {resource_id} "
-            f"{name!r}: choose a free port for the CONNECT entry, or remove that resource"
+            f"ssh-gateway:connect.public.port {entry.port} is already bound by Pangolin resource "
+            f"{others[0].resource_id} {others[0].name!r}: choose a free port for the CONNECT entry, or remove that "
+            "resource"
         )
 
 
@@ -172,6 +174,17 @@ def build(settings: Settings, *, org: OrgView, project: str, stack: str) -> dict
     instances: dict[str, SshInstance | ConnectSshInstance] = {
         i.name: by_port.get(i.name) or by_connect[i.name] for i in settings.instances
     }
+    # After every create: no port of this stack bound twice by overlapping runs (providers/pangolin/port_check.py).
+    PortCheck(
+        "port-check",
+        PortCheckArgs(
+            api_url=settings.pangolin.url,
+            org_id=settings.pangolin.org_id,
+            owner_prefix=owner_prefix(project, stack),
+            ports=allocation.ports,
+        ),
+        pulumi.ResourceOptions(depends_on=list(instances.values())),
+    )
     return {
         "endpoints": {i.name: endpoints[i.name] for i in settings.instances},
         "pangolin": {"url": settings.pangolin.url, "orgId": settings.pangolin.org_id},

@@ -8,12 +8,21 @@ exactly that port, and - unless a host key is pinned - the instance's host key w
 
 from __future__ import annotations
 
+import os
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from types import FrameType
+from typing import Any, Final
 
 import pulumi
 import pulumi_azure_native as azure_native
 import pulumi_kubernetes as k8s
+from pulumi.runtime import resource as sdk_resource
+from pulumi.runtime import settings as sdk_settings
+from pulumi.runtime.proto import source_pb2
 
 from providers.pangolin import PangolinTcpResource, PangolinTcpResourceArgs
 from ssh_gateway.core.firewall import Sources, source_fields
@@ -117,35 +126,36 @@ class SshInstance(pulumi.ComponentResource):
     pangolin_resource_id: pulumi.Output[int]
 
     def __init__(self, name: str, args: SshInstanceArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        # The alias lets an instance switch from routing connect to port: its Service keeps its URN (and is
-        # updated, not created beside the old one under the same Kubernetes name).
-        alias = pulumi.ResourceOptions(aliases=[pulumi.Alias(type_=CONNECT_INSTANCE_TYPE)])
-        super().__init__(COMPONENT_TYPE, name, None, pulumi.ResourceOptions.merge(opts, alias))
-        child = pulumi.ResourceOptions(parent=self)
+        with _declaration_site_only():
+            # The alias lets an instance switch from routing connect to port: its Service keeps its URN (and is
+            # updated, not created beside the old one under the same Kubernetes name).
+            alias = pulumi.ResourceOptions(aliases=[pulumi.Alias(type_=CONNECT_INSTANCE_TYPE)])
+            super().__init__(COMPONENT_TYPE, name, None, pulumi.ResourceOptions.merge(opts, alias))
+            child = pulumi.ResourceOptions(parent=self)
 
-        target_ip, target_port = self._create_target(name, args, child)
-        pangolin_resource = PangolinTcpResource(
-            child_name(name, Role.PANGOLIN),
-            PangolinTcpResourceArgs(
-                api_url=args.pangolin.api_url,
-                org_id=args.pangolin.org_id,
-                site_id=args.pangolin.site_id,
-                name=args.pangolin.resource_name,
-                proxy_port=args.public_port,
-                target_ip=target_ip,
-                target_port=target_port,
-                adopt_resource_id=args.pangolin.leftover_id,
-            ),
-            child,
-        )
-        if args.firewall is not None:
-            self._create_firewall_rule(name, args, args.firewall, pangolin_resource)
-        # Port-agnostic, under the name ssh looks the instance up by: a moved port meets no stale entry.
-        lookup = args.host_key_alias or args.public_host
-        pinned = pulumi.Output.from_input(plain_line(lookup, args.host_key) if args.host_key else "")
-        identity = args.host_identity
-        service = None if isinstance(args.target, StaticTarget) else args.target.service
-        issued = issue_host_identity(self, name, args.instance, identity, lookup, service) if identity else None
+            target_ip, target_port = self._create_target(name, args, child)
+            pangolin_resource = PangolinTcpResource(
+                child_name(name, Role.PANGOLIN),
+                PangolinTcpResourceArgs(
+                    api_url=args.pangolin.api_url,
+                    org_id=args.pangolin.org_id,
+                    site_id=args.pangolin.site_id,
+                    name=args.pangolin.resource_name,
+                    proxy_port=args.public_port,
+                    target_ip=target_ip,
+                    target_port=target_port,
+                    adopt_resource_id=args.pangolin.leftover_id,
+                ),
+                child,
+            )
+            if args.firewall is not None:
+                self._create_firewall_rule(name, args, args.firewall, pangolin_resource)
+            # Port-agnostic, under the name ssh looks the instance up by: a moved port meets no stale entry.
+            lookup = args.host_key_alias or args.public_host
+            pinned = pulumi.Output.from_input(plain_line(lookup, args.host_key) if args.host_key else "")
+            identity = args.host_identity
+            service = None if isinstance(args.target, StaticTarget) else args.target.service
+            issued = issue_host_identity(self, name, args.instance, identity, lookup, service) if identity else None
 
         port = pulumi.Output.from_input(args.public_port)
         self.host = pulumi.Output.from_input(args.public_host)
@@ -234,6 +244,48 @@ class SshInstance(pulumi.ComponentResource):
             destination_port_range=pulumi.Output.from_input(args.public_port).apply(str),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[pangolin_resource]),
         )
+
+
+@contextmanager
+def _declaration_site_only() -> Iterator[None]:
+    """While an instance registers its resources, each one's recorded stack is the line that declared it.
+
+    Since v3.195 the SDK stores a resource's whole Python call stack in state (`stackTrace`, pulumi/pulumi#20430):
+    the interpreter's, asyncio's, the SDK's and the language host's frames, about 1 KB per resource, which the
+    file backend re-serialises, hashes and rewrites at every checkpoint. Nothing turns it off. Here the stack
+    is the one frame a reader of the state wants: the first frame of this program (not of its .venv) that is
+    not a constructor, e.g. the line of `SshInstance` that declared a child, or the line of the program that
+    declared the instance. `sourcePosition` is that frame too, rather than a line inside a resource class
+    (what pulumi/pulumi#18478 asks for). Without a project root (unit tests' mocks) or with an SDK that no
+    longer has the hook, nothing changes.
+    """
+    capture = getattr(sdk_resource, "_get_stack_trace", None)
+    root = sdk_settings.get_root_directory()
+    if capture is None or not root:
+        yield
+        return
+    project, venv = f"{Path(root)}{os.sep}", f"{Path(sys.prefix)}{os.sep}"
+
+    def declaration_site() -> Any:
+        frame: FrameType | None = sys._getframe(1)
+        while frame is not None:
+            code = frame.f_code
+            path = code.co_filename
+            if path.startswith(project) and not path.startswith(venv) and code.co_name not in _CONSTRUCTORS:
+                position = source_pb2.SourcePosition(uri=Path(path).as_uri(), line=frame.f_lineno)
+                return source_pb2.StackTrace(frames=[source_pb2.StackFrame(pc=position)])
+            frame = frame.f_back
+        return source_pb2.StackTrace()
+
+    sdk_resource._get_stack_trace = declaration_site
+    try:
+        yield
+    finally:
+        sdk_resource._get_stack_trace = capture
+
+
+# The frames of a resource's own construction, skipped on the way to the line that declared it.
+_CONSTRUCTORS: Final = frozenset({"__init__", "_internal_init"})
 
 
 def _assigned_node_port(spec: Any) -> int:

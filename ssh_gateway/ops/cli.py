@@ -1,8 +1,8 @@
 """`ssh-gateway`: the operator's commands in one console script (`[project.scripts]` in pyproject.toml).
 
 Each subcommand is registered by one function `register_*(commands)` that adds its parser and sets `run` to a
-handler `(args) -> exit code`; `COMMANDS` lists them. A new subcommand (the reliability work's `recover`) is one
-such function in its own module plus one entry in `COMMANDS`.
+handler `(args) -> exit code`; `COMMANDS` lists them. A new subcommand is one such function (its parser may live
+in its own module, as `recover`'s does) plus one entry in `COMMANDS`.
 
 argparse rather than click or typer: every tool this CLI wraps already parses its arguments with argparse and is
 called with an argv list, the standard library keeps the console script free of a new dependency (and of its
@@ -381,7 +381,11 @@ def _run_ssh_config(args: argparse.Namespace) -> int:
     if not changed:
         print(f"no change: the ssh config of stack(s) {names} is up to date ({', '.join(shown)})")
     elif written:
-        print(f"wrote {', '.join(_home_relative(p, home) for p in written)} (stack(s) {names})")
+        removed = {c.path for c in changed if c.after is None}
+        wrote = ", ".join(_home_relative(p, home) for p in written if p not in removed)
+        gone = ", ".join(_home_relative(p, home) for p in written if p in removed)
+        done = "; ".join(part for part in (wrote and f"wrote {wrote}", gone and f"removed {gone}") if part)
+        print(f"{done} (stack(s) {names})")
     else:
         print(f"dry run: {len(changed)} file(s) would change; run again with --write to apply")
     return OK
@@ -402,7 +406,7 @@ def register_ssh_config(commands: Commands) -> None:
         description="Reads each stack's sshConfig and knownHosts outputs and writes them between "
         "`# >>> ssh-gateway STACK >>>` and `# <<< ssh-gateway STACK <<<` at the top of ~/.ssh/config (or, with "
         "--include, to ~/.ssh/config.d/ssh-gateway-STACK plus one Include line), the known_hosts lines to "
-        "~/.ssh/ssh-gateway/known_hosts-STACK. Shows the diff first; writes only with --write; never changes a "
+        "~/.ssh/known_hosts.d/ssh-gateway-STACK. Shows the diff first; writes only with --write; never changes a "
         "line outside its sections; a second run changes nothing. Refuses options that would run commands on "
         "this machine (LocalCommand, KnownHostsCommand, Match exec, a ProxyCommand ssh-gateway does not generate).",
         examples=[
@@ -571,6 +575,13 @@ def register_instances(commands: Commands) -> None:
     add.add_argument("--host-key", help="the pinned public host key, `ssh-ed25519 AAAA...`")
 
 
+def register_recover(commands: Commands) -> None:
+    # Its parser, help, exit codes and handler live with the recovery code; the module imports no Pulumi SDK.
+    from . import recover
+
+    recover.register(commands)
+
+
 # --- the command line -----------------------------------------------------------------------------------------
 
 Register = Callable[["Commands"], None]
@@ -582,6 +593,7 @@ COMMANDS: Final[tuple[Register, ...]] = (
     register_preview_summary,
     register_ssh_config,
     register_instances,
+    register_recover,
     register_local_cluster,
 )
 """Every subcommand, in the order --help lists them."""

@@ -13,9 +13,10 @@ New sections and the Include line go at the *top* of `~/.ssh/config`: ssh takes 
 option, so blocks placed below a user's `Host *` would lose their `User`/`Port` to it. A section therefore ends
 with `Host *`, which gives whatever follows it back to every host, as the lines above the first `Host` were.
 
-The known_hosts lines of a stack go to `~/.ssh/ssh-gateway/known_hosts-STACK`; each of the stack's blocks names it
-in `UserKnownHostsFile`, after the user's own `~/.ssh/known_hosts`, where ssh keeps the keys it learns (the
-managed file is rewritten on every run). Paths are written absolute, from `$HOME`: ssh expands `~` from the
+The known_hosts lines of a stack go to `~/.ssh/known_hosts.d/ssh-gateway-STACK`, the file the program's blocks
+name in `UserKnownHostsFile` (ssh_gateway.core.trust); a block from outputs that names none gets one, after the
+user's own `~/.ssh/known_hosts`, where ssh keeps the keys it learns (the managed file is rewritten every run).
+Paths are written absolute, from `$HOME`: ssh expands `~` from the
 password database, not from `$HOME`.
 
 The outputs are checked before anything is written. Refused, with the stack, the host and the option named:
@@ -23,7 +24,7 @@ anything that runs a command or loads code on the laptop (`LocalCommand`, `Permi
 `KnownHostsCommand`, `Match` (its `exec`), `PKCS11Provider`, `SecurityKeyProvider`, `XAuthLocation`, a
 `ProxyCommand` other than the two the project generates); what hands the laptop's agent, display, environment
 or ports to the instance (`ForwardAgent`, `ForwardX11`, `ForwardX11Trusted`, `SendEnv`, `RemoteForward`);
-`Include`, `UserKnownHostsFile` (set here), options outside a `Host` block, and `Host` patterns (`*`, `?`,
+`Include`, a `UserKnownHostsFile` but the stack's own, options outside a `Host` block, and `Host` patterns (`*`, `?`,
 `!`), which would reach hosts that are not the stack's.
 Lines outside the managed sections are never changed: they are kept byte for byte.
 """
@@ -39,6 +40,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
+
+from ssh_gateway.core.trust import known_hosts_file
 
 __all__ = [
     "FileChange",
@@ -82,7 +85,6 @@ _REFUSED: Final = {
     "forwardx11trusted": "hands this machine's X display to the instance",
     "sendenv": "sends this machine's environment variables to the instance",
     "remoteforward": "lets the instance reach ports of this machine",
-    "userknownhostsfile": "is set by ssh-gateway ssh-config itself (to the stack's known_hosts file)",
 }
 _KNOWN_HOSTS_KEY: Final = re.compile(
     r"^(ssh-(ed25519|rsa|dss)|ecdsa-sha2-nistp(256|384|521)|sk-(ssh-ed25519|ecdsa-sha2-nistp256)@openssh\.com)"
@@ -158,6 +160,13 @@ def _check_option(stack: str, host: str, keyword: str, args: str) -> None:
     where = f"stack {stack}, Host {host}: option {keyword}"
     if key in _REFUSED:
         raise SshConfigError(f"{where} {_REFUSED[key]}; refused (nothing was written)")
+    if key == "userknownhostsfile":
+        if args.strip() != known_hosts_file(stack):
+            raise SshConfigError(
+                f"{where} {args!r}: only {known_hosts_file(stack)}, the file ssh-gateway ssh-config writes, is "
+                "allowed; refused (nothing was written)"
+            )
+        return
     if key == "proxycommand":
         command = " ".join(args.split())
         if command.lower() == "none":
@@ -256,25 +265,30 @@ def _end(stack: str) -> str:
     return f"# <<< ssh-gateway {stack} <<<"
 
 
-def _blocks_text(stack: str, blocks: Sequence[HostBlock], known_hosts: Sequence[Path]) -> list[str]:
+def _blocks_text(stack: str, blocks: Sequence[HostBlock], known_hosts: Sequence[Path], managed: Path) -> list[str]:
+    """The blocks, with the stack's known_hosts file as an absolute path (from $HOME, which ssh's `~` is not)."""
     lines: list[str] = []
     for block in blocks:
         if lines:
             lines.append("")
         lines.append(f"Host {' '.join(block.aliases)}")
-        lines += [f"    {keyword} {args}" for keyword, args in block.options]
-        if known_hosts:
+        named = False
+        for keyword, args in block.options:
+            if keyword.lower() == "userknownhostsfile":
+                named, args = True, _quoted(managed)
+            lines.append(f"    {keyword} {args}")
+        if known_hosts and not named:
             lines.append(f"    UserKnownHostsFile {' '.join(_quoted(p) for p in known_hosts)}")
     if not blocks:
         lines.append(f"# stack {stack} has no instances")
     return lines
 
 
-def _section(stack: str, blocks: Sequence[HostBlock], known_hosts: Sequence[Path]) -> str:
+def _section(stack: str, blocks: Sequence[HostBlock], known_hosts: Sequence[Path], managed: Path) -> str:
     lines = [
         _start(stack),
         f"# Written by `ssh-gateway ssh-config --stack {stack}` from the stack's outputs; rewritten on every run.",
-        *_blocks_text(stack, blocks, known_hosts),
+        *_blocks_text(stack, blocks, known_hosts, managed),
         "# End of the stack's hosts: what follows applies to every host again, as at the top of the file.",
         "Host *",
         _end(stack),
@@ -282,11 +296,11 @@ def _section(stack: str, blocks: Sequence[HostBlock], known_hosts: Sequence[Path
     return "\n".join(lines) + "\n"
 
 
-def _include_file(stack: str, blocks: Sequence[HostBlock], known_hosts: Sequence[Path]) -> str:
+def _include_file(stack: str, blocks: Sequence[HostBlock], known_hosts: Sequence[Path], managed: Path) -> str:
     lines = [
         f"# Written by `ssh-gateway ssh-config --include --stack {stack}` from the stack's outputs; rewritten on "
         "every run.",
-        *_blocks_text(stack, blocks, known_hosts),
+        *_blocks_text(stack, blocks, known_hosts, managed),
     ]
     return "\n".join(lines) + "\n"
 
@@ -414,7 +428,8 @@ class Layout:
         return self.include_dir / f"{INCLUDE_PREFIX}{stack}"
 
     def known_hosts(self, stack: str) -> Path:
-        return self.home / ".ssh" / "ssh-gateway" / f"known_hosts-{stack}"
+        """`known_hosts_file(stack)` under this home."""
+        return self.home / known_hosts_file(stack).removeprefix("~/")
 
     @property
     def user_known_hosts(self) -> Path:
@@ -480,11 +495,11 @@ def plan(home: Path, stacks: Mapping[str, StackSsh | None], *, include: bool) ->
         files = [layout.user_known_hosts, kh_path] if known else []
         changes.append(FileChange(kh_path, _read(kh_path), _known_hosts_file(stack, known) if known else None))
         if include:
-            text = _include_file(stack, blocks, files)
+            text = _include_file(stack, blocks, files, kh_path)
             changes.append(FileChange(include_path, _read(include_path), text))
             config = _with_section(config, stack, None, layout.config)
         else:
-            text = _section(stack, blocks, files)
+            text = _section(stack, blocks, files, kh_path)
             changes.append(FileChange(include_path, _read(include_path), None))
             config = _with_section(config, stack, text, layout.config)
         rendered.append(Rendered(stack, text, tuple(aliases)))

@@ -11,28 +11,38 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 ENV_FILE = REPO / ".toolchain.env"
+DEFAULTS_FILE = REPO / "scripts" / "pulumi.env"
+"""The project's defaults for every pulumi run (docs/scaling.md); the environment overrides them."""
 
 
 class ToolchainMissing(RuntimeError):
     """scripts/bootstrap has not been run in this checkout."""
 
 
-def _toolchain_settings() -> dict[str, str]:
-    """The `KEY=value` lines of .toolchain.env."""
-    if not ENV_FILE.exists():
-        raise ToolchainMissing(f"{ENV_FILE} is missing: run scripts/bootstrap first")
+def _env_lines(path: Path) -> dict[str, str]:
+    """The `KEY=value` lines of an env file (blank lines and `#` comments skipped)."""
     settings: dict[str, str] = {}
-    for line in ENV_FILE.read_text().splitlines():
+    for line in path.read_text().splitlines():
         if line and not line.startswith("#"):
             key, _, value = line.partition("=")
             settings[key] = value
     return settings
 
 
+def _toolchain_settings() -> dict[str, str]:
+    """The `KEY=value` lines of .toolchain.env."""
+    if not ENV_FILE.exists():
+        raise ToolchainMissing(f"{ENV_FILE} is missing: run scripts/bootstrap first")
+    return _env_lines(ENV_FILE)
+
+
 def pulumi_env(base: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment for a pulumi process: `base` (default: ours) plus the toolchain's settings."""
+    """The environment for a pulumi process: `base` (default: ours), the toolchain's settings, and the project's
+    defaults (scripts/pulumi.env) for what `base` does not set."""
     env = dict(os.environ if base is None else base)
     env.update(_toolchain_settings())
+    for key, value in _env_lines(DEFAULTS_FILE).items():
+        env.setdefault(key, value)
     env["PATH"] = f"{env.pop('SSH_GATEWAY_TOOLCHAIN_PATH')}{os.pathsep}{env.get('PATH', '')}"
     return env
 

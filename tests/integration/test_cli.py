@@ -23,7 +23,7 @@ pytestmark = pytest.mark.integration
 SSH_GATEWAY = REPO / ".venv" / "bin" / "ssh-gateway"
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIAi5LozFLqWuY6k4TyD1C+Oys0CW2N2WqpjyAxjMsw+d"
 USER_CONFIG = b"# my own\nServerAliveInterval 42\n\nHost mine\n    HostName mine.example.org\n    User me\n"
-COMMANDS = ("demo", "doctor", "drift-check", "preview-summary", "ssh-config", "instances", "local-cluster")
+COMMANDS = ("demo", "doctor", "drift-check", "preview-summary", "ssh-config", "instances", "recover", "local-cluster")
 
 
 def cli(*args: str, home: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -76,16 +76,19 @@ def test_ssh_config_writes_blocks_ssh_reads_and_a_second_run_changes_nothing(
 
     wrote = cli("ssh-config", "--stack", stack.name, "--write", home=home)
     assert wrote.returncode == 0, wrote.stderr
-    known_hosts = home / ".ssh" / "ssh-gateway" / f"known_hosts-{stack.name}"
-    assert f"wrote ~/.ssh/config, ~/.ssh/ssh-gateway/known_hosts-{stack.name}" in wrote.stdout
+    known_hosts = home / ".ssh" / "known_hosts.d" / f"ssh-gateway-{stack.name}"
+    assert f"wrote ~/.ssh/config, ~/.ssh/known_hosts.d/ssh-gateway-{stack.name}" in wrote.stdout
     assert config.read_bytes().startswith(f"# >>> ssh-gateway {stack.name} >>>\n".encode())
     assert config.read_bytes().endswith(f"# <<< ssh-gateway {stack.name} <<<\n".encode() + USER_CONFIG)
-    assert f"[ssh-a.example.test]:{ports['a']} {KEY}" in known_hosts.read_text().splitlines()
+    pins = [line for line in known_hosts.read_text().splitlines() if line.endswith(KEY)]
+    assert len(pins) == 1 and "[ssh-a.example.test]:" in pins[0]  # the stack's knownHosts line for a's pin
 
     a, b = ssh_g(home, "ssh-a"), ssh_g(home, "ssh-b")
     assert (a["hostname"], a["port"], a["user"]) == ("ssh-a.example.test", str(ports["a"]), "root")
     assert (b["hostname"], b["port"], b["user"]) == ("ssh-b.example.test", str(ports["b"]), "bob")
-    assert a["userknownhostsfile"] == f"{home}/.ssh/known_hosts {known_hosts}"
+    # The program's block names ~/.ssh/known_hosts.d/ssh-gateway-STACK: written under $HOME, as an absolute path.
+    assert a["userknownhostsfile"] == str(known_hosts)
+    assert a["stricthostkeychecking"] == "true"
     # The user's own lines mean what they meant: their Host, and the global option for every host.
     mine = ssh_g(home, "mine")
     assert (mine["hostname"], mine["user"], mine["serveraliveinterval"]) == ("mine.example.org", "me", "42")
@@ -119,7 +122,7 @@ def test_ssh_config_takes_a_connect_mode_block_and_refuses_a_local_command(tmp_p
     assert c["proxycommand"] == "proxytunnel -q -p gw.example.test:443 -d %h:%p"
     assert (c["hostname"], c["port"], c["user"]) == ("ssh-gpu-c.example.test", "443", "carol")
     assert c["hostkeyalias"] == "ssh-gpu-c.example.test"
-    assert c["userknownhostsfile"] == f"{home}/.ssh/known_hosts {home}/.ssh/ssh-gateway/known_hosts-conn"
+    assert c["userknownhostsfile"] == f"{home}/.ssh/known_hosts {home}/.ssh/known_hosts.d/ssh-gateway-conn"
     assert (home / ".ssh" / "config").read_bytes() == (
         f"# Added once by `ssh-gateway ssh-config --include`: the stacks' hosts, one file per stack.\n"
         f"Include {home}/.ssh/config.d/ssh-gateway-*\n"

@@ -195,3 +195,12 @@ def test_resource_registers_camel_case_props_and_exposes_snake_case_outputs() ->
         )
 
     check()
+
+
+def test_check_keeps_adopt_resource_id_of_a_resource_that_exists() -> None:
+    # The program's listing finds every resource of the stack, its own included: no change once it exists.
+    provider = PangolinTcpProvider()
+    created = provider.check({}, {**VALID, "adoptResourceId": 5}).inputs
+    assert created["adoptResourceId"] == 5
+    olds = provider.check({}, VALID).inputs
+    assert provider.check(olds, {**VALID, "adoptResourceId": 5}).inputs["adoptResourceId"] is None

@@ -17,7 +17,10 @@ NEWS: dict[str, Any] = {
     "end": 40009.0,
     "pins": {},
     "reserved": [40000.0],
-    "held": {"40001": ["12:db-proxy"], "40002": ["13:ssh-gateway/dev/b"]},
+    "held": {
+        "40001": [{"id": 12.0, "name": "db-proxy", "protocol": "tcp", "enabled": True}],
+        "40002": [{"id": 13.0, "name": "ssh-gateway/dev/b", "protocol": "tcp", "enabled": True}],
+    },
     "ownerPrefix": "ssh-gateway/dev/",
     "ports": None,
     "released": None,

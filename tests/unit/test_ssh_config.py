@@ -88,7 +88,7 @@ def test_the_proxy_commands_the_project_generates_are_allowed(command: str) -> N
         ("PKCS11Provider /tmp/evil.so", "PKCS11Provider", "loads a library"),
         ("SecurityKeyProvider /tmp/evil.so", "SecurityKeyProvider", "loads a library"),
         ("XAuthLocation /tmp/x", "XAuthLocation", "names a program"),
-        ("UserKnownHostsFile /dev/null", "UserKnownHostsFile", "set by ssh-gateway ssh-config itself"),
+        ("UserKnownHostsFile /dev/null", "UserKnownHostsFile", "only ~/.ssh/known_hosts.d/ssh-gateway-dev"),
         ("ForwardAgent yes", "ForwardAgent", "hands this machine's ssh agent to the instance"),
         ("SendEnv AWS_*", "SendEnv", "sends this machine's environment variables"),
         ("RemoteForward 8080 localhost:80", "RemoteForward", "lets the instance reach ports of this machine"),
@@ -145,7 +145,7 @@ def test_a_section_goes_at_the_top_and_every_other_byte_stays(tmp_path: Path) ->
     written = _write(home, {"dev": DEV})
 
     config = (home / ".ssh" / "config").read_bytes()
-    known_hosts = home / ".ssh" / "ssh-gateway" / "known_hosts-dev"
+    known_hosts = home / ".ssh" / "known_hosts.d" / "ssh-gateway-dev"
     assert written == [home / ".ssh" / "config", known_hosts]
     assert config.endswith(b"# <<< ssh-gateway dev <<<\n" + USER_CONFIG)
     section = config[: -len(USER_CONFIG)].decode()
@@ -173,7 +173,7 @@ def test_a_second_run_changes_nothing(tmp_path: Path) -> None:
     assert again.changed == []
     assert [c.path for c in again.changes] == [
         home / ".ssh" / "config",
-        home / ".ssh" / "ssh-gateway" / "known_hosts-dev",
+        home / ".ssh" / "known_hosts.d" / "ssh-gateway-dev",
     ]
     assert _write(home, {"dev": DEV}) == []
     assert {p: p.read_bytes() for p in home.rglob("*") if p.is_file()} == before
@@ -203,7 +203,7 @@ def test_a_new_file_and_a_missing_ssh_dir_are_made_private(tmp_path: Path) -> No
     assert stat.S_IMODE(config.stat().st_mode) == 0o600
     assert stat.S_IMODE(config.parent.stat().st_mode) == 0o700
     assert "UserKnownHostsFile" not in config.read_text()  # prod pins no host key: ssh's own known_hosts apply
-    assert not (tmp_path / ".ssh" / "ssh-gateway").exists()
+    assert not (tmp_path / ".ssh" / "known_hosts.d").exists()
 
 
 def test_include_layout_adds_one_include_line_once_and_moves_the_section_out(tmp_path: Path) -> None:
@@ -230,7 +230,7 @@ def test_remove_takes_out_the_section_and_the_known_hosts_file(tmp_path: Path) -
     _write(home, {"dev": DEV, "prod": PROD})
     _write(home, {"dev": None, "prod": None})
     assert (home / ".ssh" / "config").read_bytes() == USER_CONFIG
-    assert not (home / ".ssh" / "ssh-gateway" / "known_hosts-dev").exists()
+    assert not (home / ".ssh" / "known_hosts.d" / "ssh-gateway-dev").exists()
 
 
 def test_crlf_files_keep_their_line_endings(tmp_path: Path) -> None:
@@ -283,3 +283,19 @@ def test_markers_edited_by_hand_are_refused_and_nothing_is_planned(
 def test_a_stack_name_must_be_a_plain_file_name(tmp_path: Path) -> None:
     with pytest.raises(SshConfigError, match="stack name 'org/proj/dev': use the short name"):
         plan(tmp_path, {"org/proj/dev": DEV}, include=False)
+
+
+def test_the_programs_own_known_hosts_file_is_kept_and_made_absolute(tmp_path: Path) -> None:
+    # What the program generates for an instance with a host identity (ssh_gateway.core.host_identity).
+    identity = StackSsh(
+        "Host ssh-gpu-a\n    HostName a.example.com\n    Port 40001\n    User root\n"
+        "    UserKnownHostsFile ~/.ssh/known_hosts.d/ssh-gateway-dev\n    StrictHostKeyChecking yes\n",
+        f"@cert-authority *.example.com {KEY}",
+    )
+    home = _home(tmp_path)
+    _write(home, {"dev": identity})
+    config = (home / ".ssh" / "config").read_text(errors="surrogateescape")
+    managed = home / ".ssh" / "known_hosts.d" / "ssh-gateway-dev"
+    assert f"    UserKnownHostsFile {managed}\n    StrictHostKeyChecking yes\n" in config
+    assert config.count("UserKnownHostsFile") == 1
+    assert managed.read_text().splitlines()[1:] == [f"@cert-authority *.example.com {KEY}"]

@@ -2,9 +2,6 @@
 
 import pulumi
 
-from components.program import build, load_settings, read_pangolin_org
+from components.program import run
 
-settings = load_settings()
-outputs = build(settings, org=read_pangolin_org(settings), project=pulumi.get_project(), stack=pulumi.get_stack())
-for key, value in outputs.items():
-    pulumi.export(key, value)
+run(project=pulumi.get_project(), stack=pulumi.get_stack())

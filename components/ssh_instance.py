@@ -1,15 +1,16 @@
 """`SshInstance`: one instance's public ssh endpoint as one declarative unit.
 
 Children: the `ssh-<instance>` Service in front of the pod's sshd (not for static targets), the Pangolin TCP
-resource on the instance's allocated public port with its target, and the Azure NSG inbound rule for
-exactly that port.
+resource on the instance's allocated public port with its target, the Azure NSG inbound rule for
+exactly that port, and - unless a host key is pinned - the instance's host key with its certificate
+(`SshHostKey`) and the `ssh-<instance>-host-key` Secret the pod mounts it from.
 """
 
 from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,10 +24,13 @@ from pulumi.runtime import resource as sdk_resource
 from pulumi.runtime import settings as sdk_settings
 from pulumi.runtime.proto import source_pb2
 
+from providers.host_identity import SshHostKey, SshHostKeyArgs
 from providers.pangolin import PangolinTcpResource, PangolinTcpResourceArgs
 from ssh_gateway.core.firewall import Cidrs, ServiceTag, Sources
-from ssh_gateway.core.names import COMPONENT_TYPE, Role, child_name, ssh_alias
+from ssh_gateway.core.host_identity import secret_data, ssh_config_identity_lines
+from ssh_gateway.core.names import COMPONENT_TYPE, Role, child_name, host_key_secret_name, ssh_alias
 from ssh_gateway.core.targets import ClusterIpTarget, NodePortTarget, ServiceSpec, StaticTarget, Target
+from ssh_gateway.core.trust import plain_line
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -60,6 +64,27 @@ class PangolinTargetArgs:
 
 
 @dataclass(frozen=True, kw_only=True)
+class HostIdentityArgs:
+    """The instance's issued host identity: what its certificate says, and who signs it."""
+
+    principals: Sequence[str]
+    """Every name a client checks the certificate against (never a port)."""
+    ca_public_key: pulumi.Input[str]
+    """The signing CA's public key."""
+    ca_private_key: pulumi.Input[str]
+    """The signing CA's private key (a secret)."""
+    valid_days: int
+    """How long a certificate is valid; the first `up` after two thirds of it re-issues it."""
+    generation: int
+    """The host key's generation: bumping it rotates the key."""
+    key_id: str
+    """The certificate's key id, shown in sshd's log and `ssh -v`."""
+    secret: bool
+    """Deliver the files in a Kubernetes Secret next to the Service; else they are only the `identity_files`
+    output (static targets, rendered manifests)."""
+
+
+@dataclass(frozen=True, kw_only=True)
 class SshInstanceArgs:
     """One instance: its public side, its target, and its firewall rule."""
 
@@ -79,6 +104,14 @@ class SshInstanceArgs:
     """The NSG rule; None when the stack has no firewall layer (local)."""
     host_key: str | None = None
     """The instance's pinned public host key (`ssh-ed25519 AAAA...`), for a known_hosts line."""
+    host_identity: HostIdentityArgs | None = None
+    """The issued host key and certificate; None with a pinned `host_key` or when host identity is off."""
+    host_key_alias: str | None = None
+    """`HostKeyAlias` of the ssh config block where instances share a HostName: the name known_hosts is
+    searched under instead of the host."""
+    known_hosts_file: str | None = None
+    """`UserKnownHostsFile` of the ssh config block (where the user keeps the stack's knownHosts), with
+    `StrictHostKeyChecking yes`; None when the stack publishes nothing that vouches for this instance."""
 
 
 class SshInstance(pulumi.ComponentResource):
@@ -91,13 +124,41 @@ class SshInstance(pulumi.ComponentResource):
     ssh_config: pulumi.Output[str]
     """An OpenSSH `Host` block for this instance alone (VS Code Remote-SSH lists each one)."""
     known_hosts: pulumi.Output[str]
-    """A `[host]:port key` line when a host key is pinned, else empty."""
+    """A plain known_hosts line (every port) when a host key is pinned, else empty."""
+    host_key_line: pulumi.Output[str]
+    """A plain known_hosts line for the key the instance serves, issued or pinned; empty when neither."""
+    identity_files: pulumi.Output[dict[str, str] | None]
+    """The issued `privateKey`, `publicKey` and `certificate` when no Secret delivers them (a static target,
+    rendered manifests), for the operator to install; else None. Secret."""
     pangolin_resource_id: pulumi.Output[int]
 
     def __init__(self, name: str, args: SshInstanceArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         with _declaration_site_only():
             super().__init__(COMPONENT_TYPE, name, None, opts)
-            pangolin_resource = self._create_children(name, args)
+            child = pulumi.ResourceOptions(parent=self)
+
+            target_ip, target_port = self._create_target(name, args, child)
+            pangolin_resource = PangolinTcpResource(
+                child_name(name, Role.PANGOLIN),
+                PangolinTcpResourceArgs(
+                    api_url=args.pangolin.api_url,
+                    org_id=args.pangolin.org_id,
+                    site_id=args.pangolin.site_id,
+                    name=args.pangolin.resource_name,
+                    proxy_port=args.public_port,
+                    target_ip=target_ip,
+                    target_port=target_port,
+                    adopt_resource_id=args.pangolin.leftover_id,
+                ),
+                child,
+            )
+            if args.firewall is not None:
+                self._create_firewall_rule(name, args, args.firewall, pangolin_resource)
+            # Port-agnostic, under the name ssh looks the instance up by: a moved port meets no stale entry.
+            lookup = args.host_key_alias or args.public_host
+            pinned = pulumi.Output.from_input(plain_line(lookup, args.host_key) if args.host_key else "")
+            identity = args.host_identity
+            issued = self._create_host_identity(name, args, identity, lookup, child) if identity else None
 
         port = pulumi.Output.from_input(args.public_port)
         self.host = pulumi.Output.from_input(args.public_host)
@@ -105,7 +166,9 @@ class SshInstance(pulumi.ComponentResource):
         self.user = pulumi.Output.from_input(args.user)
         self.ssh_command = port.apply(lambda p: f"ssh -p {p} {args.user}@{args.public_host}")
         self.ssh_config = port.apply(lambda p: _host_block(args, p))
-        self.known_hosts = port.apply(lambda p: f"[{args.public_host}]:{p} {args.host_key}" if args.host_key else "")
+        self.known_hosts = pinned
+        self.host_key_line = issued[0] if issued else pinned
+        self.identity_files = issued[1] if issued else pulumi.Output.from_input(None)
         self.pangolin_resource_id = pangolin_resource.resource_id
         self.register_outputs(
             {
@@ -115,31 +178,11 @@ class SshInstance(pulumi.ComponentResource):
                 "ssh_command": self.ssh_command,
                 "ssh_config": self.ssh_config,
                 "known_hosts": self.known_hosts,
+                "host_key_line": self.host_key_line,
+                "identity_files": self.identity_files,
                 "pangolin_resource_id": self.pangolin_resource_id,
             }
         )
-
-    def _create_children(self, name: str, args: SshInstanceArgs) -> PangolinTcpResource:
-        """The Service (unless static), the Pangolin resource and the NSG rule (if any)."""
-        child = pulumi.ResourceOptions(parent=self)
-        target_ip, target_port = self._create_target(name, args, child)
-        pangolin_resource = PangolinTcpResource(
-            child_name(name, Role.PANGOLIN),
-            PangolinTcpResourceArgs(
-                api_url=args.pangolin.api_url,
-                org_id=args.pangolin.org_id,
-                site_id=args.pangolin.site_id,
-                name=args.pangolin.resource_name,
-                proxy_port=args.public_port,
-                target_ip=target_ip,
-                target_port=target_port,
-                adopt_resource_id=args.pangolin.leftover_id,
-            ),
-            child,
-        )
-        if args.firewall is not None:
-            self._create_firewall_rule(name, args, args.firewall, pangolin_resource)
-        return pangolin_resource
 
     def _create_target(
         self, name: str, args: SshInstanceArgs, child: pulumi.ResourceOptions
@@ -176,6 +219,61 @@ class SshInstance(pulumi.ComponentResource):
                     )
                 ],
             ),
+            opts=child,
+        )
+
+    def _create_host_identity(
+        self, name: str, args: SshInstanceArgs, identity: HostIdentityArgs, lookup: str, child: pulumi.ResourceOptions
+    ) -> tuple[pulumi.Output[str], pulumi.Output[dict[str, str] | None]]:
+        """The issued key and certificate and, for a Service target, the Secret the pod mounts them from.
+
+        Returns the plain known_hosts line (under `lookup`) of the issued key, and the files when no Secret
+        delivers them. The key's name and inputs depend on neither the port, the Service nor the target, so
+        none of them ever changes it.
+        """
+        key = SshHostKey(
+            child_name(name, Role.HOST_KEY),
+            SshHostKeyArgs(
+                principals=list(identity.principals),
+                ca_private_key=identity.ca_private_key,
+                ca_public_key=identity.ca_public_key,
+                valid_days=identity.valid_days,
+                generation=identity.generation,
+                key_id=identity.key_id,
+            ),
+            child,
+        )
+        line = key.public_key.apply(lambda public: plain_line(lookup, public))
+        parts = pulumi.Output.all(key.private_key, key.public_key, key.certificate)
+        target = args.target
+        if identity.secret and not isinstance(target, StaticTarget):
+            files = parts.apply(lambda p: secret_data(private_key=p[0], public_key=p[1], certificate=p[2]))
+            self._create_secret(name, args.instance, target.service, files, child)
+            return line, pulumi.Output.from_input(None)
+        issued = parts.apply(lambda p: {"privateKey": p[0], "publicKey": p[1], "certificate": p[2]})
+        return line, pulumi.Output.secret(issued)
+
+    def _create_secret(
+        self,
+        name: str,
+        instance: str,
+        spec: ServiceSpec,
+        files: pulumi.Output[dict[str, str]],
+        child: pulumi.ResourceOptions,
+    ) -> None:
+        # pulumi-kubernetes keeps a Secret's data secret in state; marked anyway, as it holds a private key.
+        data: pulumi.Output[dict[str, str]] = pulumi.Output.secret(files)
+        # Next to the Service, named after it; the pod mounts it at MOUNT_DIR (docs/host-identity.md).
+        k8s.core.v1.Secret(
+            child_name(name, Role.HOST_KEY_SECRET),
+            metadata=k8s.meta.v1.ObjectMetaArgs(
+                name=host_key_secret_name(instance),
+                namespace=spec.namespace,
+                labels={"app.kubernetes.io/managed-by": "ssh-gateway", "ssh-gateway/instance": instance},
+                annotations=_SKIP_AWAIT if spec.skip_await else None,
+            ),
+            type="Opaque",
+            string_data=data,
             opts=child,
         )
 
@@ -279,4 +377,7 @@ def _host_block(args: SshInstanceArgs, port: int) -> str:
         f"    Port {port}",
         f"    User {args.user}",
     ]
+    if args.known_hosts_file is not None:
+        identity = ssh_config_identity_lines(known_hosts_file=args.known_hosts_file, host_key_alias=args.host_key_alias)
+        lines += [f"    {line}" for line in identity]
     return "\n".join(lines) + "\n"

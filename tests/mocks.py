@@ -5,12 +5,29 @@ from __future__ import annotations
 from typing import Any
 
 import pulumi
+from pulumi.output import Unknown
 
+from providers.host_identity import SshHostCaProvider, SshHostKeyProvider
 from providers.port_allocation.provider import PortAllocationProvider
-from ssh_gateway.core.names import ALLOCATION_TYPE, PANGOLIN_TYPE, SERVICE_TYPE
+from ssh_gateway.core.names import ALLOCATION_TYPE, HOST_CA_TYPE, HOST_KEY_TYPE, PANGOLIN_TYPE, SERVICE_TYPE
 
 ASSIGNED_NODE_PORT = 31022
 """The nodePort the mocked API server assigns to a NodePort Service."""
+
+
+_SECRET_SIG = ("4dabf18193072939515e22adb298388d", "1b47061264138c4ac30d75fd1eb44270")
+"""How the mocks hand a secret input over: {sig key: secret sig, "value": ...} (Pulumi's `rpc` module)."""
+
+
+def revealed(value: Any) -> Any:
+    """A mocked input with its secret wrapping removed, as the engine hands it to a dynamic provider."""
+    if isinstance(value, dict):
+        if value.get(_SECRET_SIG[0]) == _SECRET_SIG[1]:
+            return revealed(value["value"])
+        return {k: revealed(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [revealed(v) for v in value]
+    return value
 
 
 class RecordingMocks(pulumi.runtime.Mocks):
@@ -28,6 +45,15 @@ class RecordingMocks(pulumi.runtime.Mocks):
             if checked.failures:
                 raise ValueError("; ".join(f.reason for f in checked.failures))
             state = dict(checked.inputs)
+        elif args.typ == HOST_CA_TYPE:
+            state = dict(SshHostCaProvider().create(state).outs or {})
+        elif args.typ == HOST_KEY_TYPE:
+            # The real provider: a fresh key, certified by the (mocked, so real) CA's key.
+            provider = SshHostKeyProvider()
+            checked = provider.check({}, {k: revealed(v) for k, v in state.items()})
+            if checked.failures:
+                raise ValueError("; ".join(f.reason for f in checked.failures))
+            state = dict(provider.create(dict(checked.inputs or {})).outs or {})
         elif args.typ == PANGOLIN_TYPE:
             state.update(resourceId=7, targetId=9, niceId="calm-otter")
         elif args.typ == SERVICE_TYPE and state["spec"]["type"] == "NodePort":
@@ -40,3 +66,8 @@ class RecordingMocks(pulumi.runtime.Mocks):
 
     def of_type(self, typ: str) -> list[pulumi.runtime.MockResourceArgs]:
         return [r for r in self.registered if r.typ == typ]
+
+
+def unknown() -> object:
+    """A value the preview does not know yet, the way the provider server hands it to check and diff."""
+    return Unknown()  # type: ignore[no-untyped-call]  # the SDK's Unknown() is unannotated

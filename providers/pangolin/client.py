@@ -23,8 +23,10 @@ from .errors import (
     PangolinError,
     PangolinServerError,
     PangolinTransportError,
+    PangolinUnreachable,
     PangolinValidationError,
     error_for_status,
+    may_have_applied,
 )
 from .models import (
     Envelope,
@@ -68,8 +70,14 @@ class PangolinClient:
 
     Retries with jittered exponential backoff on connection errors, timeouts, resets, 408, 429
     (honouring `Retry-After`, capped) and 5xx, but only for idempotent calls: GET, DELETE and the
-    absolute-value updates `POST /resource/{id}` and `POST /target/{id}`. A create (PUT) is retried
-    only when it provably did not reach the server (connect error) or was refused with 429.
+    absolute-value updates `POST /resource/{id}` and `POST /target/{id}`. A create (PUT) is sent again
+    as is only when it provably did not reach the server (connect error) or was refused with 429.
+
+    Creates are still safe to retry (`create_resource`, `create_target`): after a failure that leaves
+    unknown whether Pangolin made the object (`errors.may_have_applied`: 5xx, timeout, reset), the client
+    looks for it once - a resource by its name, a target among its resource's targets - and returns it if
+    it exists; otherwise it waits the policy's backoff and sends the create again, up to the policy's
+    retries. The happy path costs one write and no read.
     """
 
     def __init__(
@@ -115,7 +123,34 @@ class PangolinClient:
     # --- resources ---------------------------------------------------------------------------
 
     def create_resource(self, org_id: str, *, name: str, protocol: Protocol, proxy_port: int) -> Resource:
-        """Create a raw TCP/UDP resource listening on `proxy_port` (Pangolin never picks one)."""
+        """Create a raw TCP/UDP resource listening on `proxy_port` (Pangolin never picks one).
+
+        Safe to retry: after an ambiguous failure a resource of this exact name and protocol that exists
+        (the lowest id, if several) is returned instead of a second one being made - with whatever port
+        and `enabled` it has, which the caller reconciles.
+        """
+        return self._create_once(
+            "PUT /org/{orgId}/resource",
+            lambda: self._send_resource(org_id, name=name, protocol=protocol, proxy_port=proxy_port),
+            lambda: next(iter(self.find_resources(org_id, name, protocol)), None),
+        )
+
+    def find_resources(self, org_id: str, name: str, protocol: Protocol) -> list[Resource]:
+        """The org's raw resources of exactly this `name` and `protocol`, lowest id first.
+
+        1.16+ searches with `query`; it is a case-insensitive substring match in which `%` and `_` are
+        wildcards (docs/pangolin-api.md §2.6), so it finds a superset and names are compared here, exactly.
+        SQLite folds only ASCII letters there while the query is lower-cased in full Unicode, so a name
+        with other letters could be missed: such a name is looked up by listing the whole org. 1.15 and
+        older ignore `query` and answer by limit/offset: the same call then pages through the whole org.
+        """
+        search = {"query": name} if name.isascii() else {}
+        found = self._collect(
+            "/org/{orgId}/resources", "resources", Resource, _page_params(self._page_size), {"orgId": org_id}, search
+        )
+        return sorted((r for r in found if r.name == name and r.raw_protocol == protocol), key=lambda r: r.resourceId)
+
+    def _send_resource(self, org_id: str, *, name: str, protocol: Protocol, proxy_port: int) -> Resource:
         dialect = self._create_dialect()
         try:
             return self._put_resource(org_id, dialect, name=name, protocol=protocol, proxy_port=proxy_port)
@@ -164,9 +199,24 @@ class PangolinClient:
     # --- targets -----------------------------------------------------------------------------
 
     def create_target(self, resource_id: int, *, site_id: int, ip: str, port: int) -> Target:
-        """Add a target (site, ip, port) to a resource."""
+        """Add a target (site, ip, port) to a resource.
+
+        Safe to retry: after an ambiguous failure a target of the resource with exactly this site, ip and
+        port (the lowest id, if several) is returned instead of a second one being made.
+        """
         body = TargetCreate(siteId=site_id, ip=ip, port=port)
-        return self._fetch(Target, "PUT", "/resource/{resourceId}/target", body=body, path={"resourceId": resource_id})
+
+        def find() -> Target | None:
+            same = [t for t in self.list_targets(resource_id) if (t.siteId, t.ip, t.port) == (site_id, ip, port)]
+            return min(same, key=lambda t: t.targetId, default=None)
+
+        return self._create_once(
+            "PUT /resource/{resourceId}/target",
+            lambda: self._fetch(
+                Target, "PUT", "/resource/{resourceId}/target", body=body, path={"resourceId": resource_id}
+            ),
+            find,
+        )
 
     def list_targets(self, resource_id: int) -> list[Target]:
         """Every target of a resource, across all pages."""
@@ -188,6 +238,34 @@ class PangolinClient:
         self._call("DELETE", "/target/{targetId}", path={"targetId": target_id})
 
     # --- plumbing ----------------------------------------------------------------------------
+
+    def _create_once(self, call: str, send: Callable[[], _ModelT], find: Callable[[], _ModelT | None]) -> _ModelT:
+        """`send` a create; after a failure that may have been applied, wait, `find` what it made, and
+        return that or send again - so retrying never makes a twin, and at most `max_retries` resends."""
+        attempt = 0
+        while True:
+            try:
+                return send()
+            except PangolinError as exc:
+                if not may_have_applied(exc):
+                    raise
+                if attempt >= self._policy.max_retries:
+                    raise exc.with_advice(
+                        f"Sent {attempt + 1} times; each earlier failure was followed by a lookup that found nothing"
+                    ) from exc
+                failure = exc
+            # Waiting before the lookup also gives a request that timed out on our side time to finish
+            # on the server's, so the lookup sees what it made.
+            self._sleep(self._policy.backoff(attempt))
+            try:
+                found = find()
+            except PangolinError as lookup:
+                raise failure.with_advice(
+                    f"Looking up whether {call} was applied failed too ({lookup}), so it was not sent again"
+                ) from lookup
+            if found is not None:
+                return found
+            attempt += 1
 
     def _create_dialect(self) -> Literal["mode", "legacy"]:
         if self._dialect != "auto":
@@ -218,17 +296,19 @@ class PangolinClient:
         model: type[_ModelT],
         params: dict[str, int],
         path: Mapping[str, str | int],
+        search: Mapping[str, str] | None = None,
     ) -> list[_ModelT]:
         """All items of a list route, following whichever pagination scheme the answer reports.
 
         1.16+ answers `{total, page, pageSize}`: ask for the next page until `total` is reached.
         1.15 and older answer `{total, limit, offset}` and ignore page params: continue by offset.
-        Only keys the route knows are ever sent: 1.20+ rejects unknown query keys with 400.
+        Only keys the route knows are ever sent: 1.20+ rejects unknown query keys with 400. `search`
+        (e.g. `query`) goes with every page.
         """
         call = f"GET {route}"
         items: list[_ModelT] = []
         while True:
-            data = self._call("GET", route, params=params, path=path)
+            data = self._call("GET", route, params={**params, **(search or {})}, path=path)
             if not isinstance(data, Mapping) or not isinstance(data.get(key), list):
                 raise PangolinServerError(f"Pangolin {call} answered without a `{key}` list", call=call, status=200)
             batch = [_validate(model, item, call) for item in data[key]]
@@ -278,7 +358,7 @@ class PangolinClient:
         method: Literal["GET", "PUT", "POST", "DELETE"],
         route: str,
         *,
-        params: Mapping[str, int] | None = None,
+        params: Mapping[str, int | str] | None = None,
         body: BaseModel | None = None,
         retry: bool | None = None,
         path: Mapping[str, str | int] | None = None,
@@ -301,7 +381,7 @@ class PangolinClient:
                 response = self._http.request(method, url, params=params, content=content, headers=headers)
             except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
                 # The request never reached the server: safe to send again, whatever it is.
-                error: PangolinError = PangolinTransportError(
+                error: PangolinError = PangolinUnreachable(
                     f"Pangolin {call}: cannot connect to {self._base_url} ({type(exc).__name__})", call=call
                 )
                 cause, may_retry = exc, True

@@ -1,7 +1,8 @@
 """Errors raised when talking to Pangolin's Integration API.
 
     PangolinError                   base: `call`, `status`, `server_message`
-    ├── PangolinTransportError      no answer: connection refused or reset, timeout
+    ├── PangolinTransportError      no answer: connection reset, timeout (the request may have been applied)
+    │   └── PangolinUnreachable     no connection at all: the request never reached the server
     ├── PangolinAuthError           401 / 403, or no API key configured at all
     ├── PangolinNotFound            404
     ├── PangolinValidationError     400
@@ -13,6 +14,9 @@ status (None when no answer caused the error: a transport failure, a missing key
 adoption); `server_message` is Pangolin's own `message`. Messages
 never contain the API key or the Authorization header: the client builds them only from these
 three fields.
+
+`may_have_applied` says whether a failed write may have happened anyway: what decides that a create is
+looked up before it is sent again.
 """
 
 from __future__ import annotations
@@ -24,8 +28,10 @@ __all__ = [
     "PangolinNotFound",
     "PangolinServerError",
     "PangolinTransportError",
+    "PangolinUnreachable",
     "PangolinValidationError",
     "error_for_status",
+    "may_have_applied",
 ]
 
 # Pangolin answers these when `flags.allow_raw_resources` is unset or false (docs/pangolin-api.md §2.4):
@@ -71,6 +77,10 @@ class PangolinTransportError(PangolinError):
     """No answer: the connection failed, was reset, or timed out."""
 
 
+class PangolinUnreachable(PangolinTransportError):
+    """The connection could not be opened (refused, connect timeout): the request never reached Pangolin."""
+
+
 class PangolinAuthError(PangolinError):
     """The key is missing, invalid, or lacks access or a permission (401/403)."""
 
@@ -109,3 +119,18 @@ def error_for_status(call: str, status: int, server_message: str | None) -> Pang
     if server_message and any(text in server_message for text in _RAW_FLAG_MESSAGES):
         message += f". {_RAW_FLAG_HINT}"
     return cls(message, call=call, status=status, server_message=server_message)
+
+
+def may_have_applied(error: PangolinError) -> bool:
+    """Whether the write that failed with `error` may have been applied by Pangolin all the same.
+
+    True for an answer lost after the request was sent (timeout, reset), a 5xx (the handler may have
+    committed before failing), and a success status whose body could not be read. False for what
+    Pangolin provably refused or never received: a connect error and every 4xx (429 included).
+    """
+    if isinstance(error, PangolinUnreachable):
+        return False
+    if isinstance(error, PangolinTransportError):
+        return True
+    status = error.status
+    return isinstance(error, PangolinServerError) and status is not None and (status >= 500 or 200 <= status < 300)

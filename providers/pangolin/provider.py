@@ -24,7 +24,6 @@ from pulumi.dynamic import (
     ResourceProvider,
     UpdateResult,
 )
-from pulumi.runtime.rpc import UNKNOWN
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -35,11 +34,12 @@ from pydantic import (
     ValidationError,
 )
 
+from providers.unknowns import is_unknown
 from ssh_gateway.core.addresses import check_host, check_http_url
 
 from .client import Dialect, PangolinClient
 from .credentials import ApiKeyFromConfig
-from .errors import PangolinError, PangolinNotFound, PangolinServerError, PangolinTransportError
+from .errors import PangolinError, PangolinNotFound, may_have_applied
 from .models import Protocol, Resource, Target
 from .policy import DEFAULT_POLICY, HttpPolicy
 
@@ -106,10 +106,6 @@ def _adapter(key: str) -> TypeAdapter[Any]:
     return TypeAdapter(TcpInputs.model_fields[key].rebuild_annotation())
 
 
-def _is_unknown(value: object) -> bool:
-    return isinstance(value, str) and value == UNKNOWN
-
-
 def _default(key: str) -> Any:
     field = TcpInputs.model_fields[key]
     return None if field.is_required() else field.get_default(call_default_factory=True)
@@ -117,7 +113,7 @@ def _default(key: str) -> Any:
 
 def _differs(old: object, new: object) -> bool:
     # 40001.0 == 40001, so numbers the engine turned into floats compare equal.
-    return _is_unknown(new) or old != new
+    return is_unknown(new) or old != new
 
 
 def _int_or_none(value: object) -> int | None:
@@ -161,7 +157,7 @@ class PangolinTcpProvider(ApiKeyFromConfig, ResourceProvider):
         failures: list[CheckFailure] = []
         for key, field in TcpInputs.model_fields.items():
             value = news.get(key)
-            if _is_unknown(value):
+            if is_unknown(value):
                 inputs[key] = value
             elif value is None and not field.is_required():
                 inputs[key] = _default(key)
@@ -199,7 +195,8 @@ class PangolinTcpProvider(ApiKeyFromConfig, ResourceProvider):
 
         `adoptResourceId` is what the program's one listing of the org found under this resource's name and
         protocol: a resource an interrupted run left behind. It is adopted instead of twinned, unless it has
-        gone or changed since the listing.
+        gone or changed since the listing. A write whose answer is lost is looked up before it is sent
+        again (`PangolinClient.create_resource`), so a retried create never twins either.
         """
         desired = _parse(props)
         with self._client(desired.apiUrl) as client:
@@ -217,7 +214,9 @@ class PangolinTcpProvider(ApiKeyFromConfig, ResourceProvider):
         with self._client(desired.apiUrl) as client:
             name = desired.name if _differs(olds.get("name"), desired.name) else None
             port = desired.proxyPort if _differs(olds.get("proxyPort"), desired.proxyPort) else None
-            enabled = desired.enabled if _differs(olds.get("enabled"), desired.enabled) else None
+            # A moved resource states `enabled` too: the port check disables a resource that lost its port to
+            # an older one, behind the state's back, and moving it is what lets it serve again.
+            enabled = desired.enabled if port is not None or _differs(olds.get("enabled"), desired.enabled) else None
             if name is not None or port is not None or enabled is not None:
                 try:
                     resource = client.update_resource(resource_id, name=name, proxy_port=port, enabled=enabled)
@@ -291,19 +290,23 @@ def _create(client: PangolinClient, desired: TcpInputs) -> tuple[Resource, Targe
         resource = client.create_resource(
             desired.orgId, name=desired.name, protocol=desired.protocol, proxy_port=desired.proxyPort
         )
-    except (PangolinTransportError, PangolinServerError) as exc:
-        # Creates are not retried once sent: Pangolin may have made the resource anyway.
+    except PangolinError as exc:
+        if not may_have_applied(exc):
+            raise
         raise exc.with_advice(
-            f"Pangolin may have created '{desired.name}' anyway: run `pulumi up` again, which adopts a resource "
-            "of that name instead of making a second one"
+            f"Pangolin may have created '{desired.name}' all the same: run `pulumi up` again, which finds a "
+            "resource of that name and adopts it instead of making a second one"
         ) from exc
     try:
+        # What a lookup after a lost answer found may differ from what was sent; and the raw create schema
+        # has no `enabled` (it is an update-only field).
+        port = desired.proxyPort if resource.proxyPort != desired.proxyPort else None
+        enabled = desired.enabled if resource.enabled != desired.enabled else None
         target = client.create_target(
             resource.resourceId, site_id=desired.siteId, ip=desired.targetIp, port=desired.targetPort
         )
-        if not desired.enabled:
-            # The raw create schema has no `enabled`; it is an update-only field.
-            resource = client.update_resource(resource.resourceId, enabled=False)
+        if port is not None or enabled is not None:
+            resource = client.update_resource(resource.resourceId, proxy_port=port, enabled=enabled)
     except Exception as exc:
         _delete_half_made(client, resource.resourceId, desired, exc)
         raise

@@ -7,7 +7,10 @@ the inputs), so a pull request's preview shows concrete ports. Being one resourc
 one place: parallel creates of the instances cannot collide.
 
 Which ports others hold in the org reaches `check` as data (`held`, from the program's one listing of the
-org); `check` uses it and drops it, so it is neither stored in state nor part of the diff.
+org); `check` uses it and drops it, so it is neither stored in state nor part of the diff. With it `check`
+applies the lowest-id rule (`ssh_gateway.core.org.contest`): new instances avoid every held port, and an
+instance whose port an older resource of someone else owns (an overlapping run of another stack got there
+first) moves to a free one, which the preview shows as its new `proxyPort`.
 """
 
 from __future__ import annotations
@@ -23,10 +26,10 @@ from pulumi.dynamic import (
     ResourceProvider,
     UpdateResult,
 )
-from pulumi.runtime.rpc import UNKNOWN
 
+from providers.unknowns import has_unknowns
 from ssh_gateway.core.allocation import AllocationError, AllocationState, allocate
-from ssh_gateway.core.org import foreign_ports
+from ssh_gateway.core.org import Binding, contest
 from ssh_gateway.core.ports import PortRange
 
 ALLOCATION_ID: Final = "port-allocation"
@@ -36,12 +39,21 @@ _INPUT_KEYS: Final = ("instances", "pins", "start", "end", "reserved", "ownerPre
 _KEYS: Final = (*_INPUT_KEYS, "ports", "released")
 
 
-def _has_unknowns(value: Any) -> bool:
-    if isinstance(value, dict):
-        return any(_has_unknowns(v) for v in value.values())
-    if isinstance(value, list):
-        return any(_has_unknowns(v) for v in value)
-    return bool(value == UNKNOWN)
+def _held(props: dict[str, Any]) -> dict[int, list[Binding]]:
+    """`held` as `PortAllocation` passes it: port (a string key) -> bindings as plain dicts."""
+    return {
+        int(port): [
+            Binding(
+                port=int(port),
+                resource_id=int(b["id"]),
+                name=str(b["name"]),
+                protocol=str(b["protocol"]),
+                enabled=bool(b["enabled"]),
+            )
+            for b in bindings
+        ]
+        for port, bindings in props.items()
+    }
 
 
 def _ints(mapping: dict[str, Any] | None) -> dict[str, int]:
@@ -57,20 +69,24 @@ class PortAllocationProvider(ResourceProvider):
 
     def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
         held = news.pop("held", None) or {}
-        if _has_unknowns({k: news.get(k) for k in _INPUT_KEYS}) or _has_unknowns(held):
+        if has_unknowns({k: news.get(k) for k in _INPUT_KEYS}) or has_unknowns(held):
             return CheckResult(news, [])
         previous = AllocationState(
             ports=_ints(olds.get("ports")), released=tuple(int(p) for p in olds.get("released") or ())
         )
         prefix = str(news.get("ownerPrefix", ""))
-        owners = {port: f"{prefix}{instance}" for instance, port in previous.ports.items()}
+        pins = _ints(news.get("pins"))
+        # Who claims each port: the previous table's owner, or the instance pinned to it.
+        owners = {port: f"{prefix}{instance}" for instance, port in {**previous.ports, **pins}.items()}
+        contested = contest(_held(held), owners)
         try:
             state = allocate(
                 instances=list(news.get("instances", [])),
                 port_range=PortRange(start=int(news["start"]), end=int(news["end"])),
-                pins=_ints(news.get("pins")),
+                pins=pins,
                 reserved=[int(p) for p in news.get("reserved", [])],
-                foreign=foreign_ports({int(port): names for port, names in held.items()}, owners),
+                foreign=contested.foreign,
+                lost=contested.lost,
                 previous=previous,
             )
         except AllocationError as exc:
@@ -79,7 +95,7 @@ class PortAllocationProvider(ResourceProvider):
         return CheckResult({**news, "ports": dict(sorted(state.ports.items())), "released": list(state.released)}, [])
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        changed = [k for k in _KEYS if olds.get(k) != news.get(k) or news.get(k) == UNKNOWN]
+        changed = [k for k in _KEYS if olds.get(k) != news.get(k) or has_unknowns(news.get(k))]
         return DiffResult(changes=bool(changed), replaces=[], delete_before_replace=False)
 
     def create(self, props: dict[str, Any]) -> CreateResult:

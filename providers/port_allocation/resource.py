@@ -10,6 +10,7 @@ import pulumi.dynamic
 
 from providers.pickling import unwrap_batch_setitems
 from ssh_gateway.core.names import ALLOCATION_KIND, ALLOCATION_MODULE
+from ssh_gateway.core.org import Binding
 from ssh_gateway.core.ports import PortRange
 
 from .provider import PortAllocationProvider
@@ -33,8 +34,8 @@ class PortAllocationArgs:
     reserved: Sequence[int] = ()
     """Ports never handed out."""
 
-    held: Mapping[int, Sequence[str]] = field(default_factory=dict)
-    """Ports of the range bound in the Pangolin org -> `"<id>:<name>"` of each resource binding it."""
+    held: Mapping[int, Sequence[Binding]] = field(default_factory=dict)
+    """Ports of the range bound in the Pangolin org -> the resources binding each."""
 
     owner_prefix: str = ""
     """Prefix of this stack's Pangolin resource names; any other name on a port makes it foreign."""
@@ -56,7 +57,13 @@ class PortAllocation(pulumi.dynamic.Resource, module=ALLOCATION_MODULE, name=ALL
             "pins": dict(sorted(args.pins.items())),
             "reserved": sorted(args.reserved),
             # Property keys must be strings; `check` reads the ports back as ints and drops this.
-            "held": {str(port): list(names) for port, names in sorted(args.held.items())},
+            "held": {
+                str(port): [
+                    {"id": b.resource_id, "name": b.name, "protocol": b.protocol, "enabled": b.enabled}
+                    for b in bindings
+                ]
+                for port, bindings in sorted(args.held.items())
+            },
             "ownerPrefix": args.owner_prefix,
             # Computed by the provider's check from the previous table.
             "ports": None,

@@ -28,7 +28,7 @@ package tools
 import _ "go.etcd.io/etcd/server/v3"
 SRC
 with_progress "resolve etcd v$ETCD_VERSION modules" "$work/tidy.log" go mod tidy
-with_progress "build etcd v$ETCD_VERSION (cold: under a minute on 2 cores)" "$work/build.log" \
+with_progress "build etcd v$ETCD_VERSION" "$work/build.log" \
   go build -trimpath -buildvcs=false -ldflags "-s -w" -o "$work/out/bin/etcd" go.etcd.io/etcd/server/v3
 
 finish_build

@@ -44,7 +44,7 @@ for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
   ldflags+=" -X $pkg.gitVersion=$version -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
   ldflags+=" -X $pkg.gitTreeState=clean -X $pkg.buildDate=$released"
 done
-with_progress "build kube-apiserver $version (cold: 3-7 min on 2 cores)" "$work/build.log" \
+with_progress "build kube-apiserver $version" "$work/build.log" \
   go build -trimpath -buildvcs=false -ldflags "$ldflags" \
     -o "$work/out/bin/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver
 

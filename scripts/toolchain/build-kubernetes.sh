@@ -17,9 +17,10 @@ cd "$work/provider"
 # Upstream replaces the SDK with ../sdk (not in the zip); its released tag is the same code.
 go mod edit -dropreplace=github.com/pulumi/pulumi-kubernetes/sdk/v4 \
             -require=github.com/pulumi/pulumi-kubernetes/sdk/v4@v$KUBERNETES_VERSION
-(cd cmd/pulumi-resource-kubernetes && VERSION=$KUBERNETES_VERSION go run ./generate.go)
+(cd cmd/pulumi-resource-kubernetes && export VERSION=$KUBERNETES_VERSION \
+  && with_progress "generate the provider's embedded files" "$work/generate.log" go run ./generate.go)
 ldflags="-s -w -X github.com/pulumi/pulumi-kubernetes/provider/v4/pkg/version.Version=$KUBERNETES_VERSION"
-with_progress "build pulumi-resource-kubernetes v$KUBERNETES_VERSION (cold: ~10 min on 2 cores)" "$work/build.log" \
+with_progress "build pulumi-resource-kubernetes v$KUBERNETES_VERSION" "$work/build.log" \
   go build -trimpath -buildvcs=false -ldflags "$ldflags" \
     -o "$work/out/bin/pulumi-resource-kubernetes" ./cmd/pulumi-resource-kubernetes
 

@@ -32,7 +32,7 @@ import _ "github.com/pulumi/pulumi/pkg/v3/cmd/pulumi"
 SRC
 with_progress "resolve pulumi $PULUMI_VERSION modules" "$work/tidy.log" go mod tidy
 ldflags="-s -w -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$PULUMI_VERSION"
-with_progress "build pulumi $PULUMI_VERSION (cold: ~10 min on 2 cores)" "$work/build.log" \
+with_progress "build pulumi $PULUMI_VERSION" "$work/build.log" \
   go build -trimpath -buildvcs=false -tags osusergo,grpcnotrace -ldflags "$ldflags" \
     -o "$work/out/bin/pulumi" github.com/pulumi/pulumi/pkg/v3/cmd/pulumi
 

@@ -1,5 +1,15 @@
-# Sourced by the build scripts: run a long command with a heartbeat, so a cold build never looks hung.
-# with_progress LABEL LOGFILE CMD...
+# Sourced by scripts/bootstrap and the build scripts: run a long command with a heartbeat, so a cold build never
+# looks hung. with_progress LABEL LOGFILE CMD...
+# The command's output goes to LOGFILE; the terminal gets one line every 30 s. Under scripts/bootstrap the line
+# also names the piece being built, its expected cold time and how long the piece has taken so far
+# (SSH_GATEWAY_PIECE, SSH_GATEWAY_PIECE_COLD, SSH_GATEWAY_PIECE_START, exported by the bootstrap).
+
+# 95 -> 1m35s
+duration() {
+  local s=$1
+  if [ "$s" -ge 60 ]; then printf '%dm%02ds' $((s / 60)) $((s % 60)); else printf '%ds' "$s"; fi
+}
+
 with_progress() {
   local label=$1 log=$2; shift 2
   local start=$SECONDS
@@ -10,16 +20,21 @@ with_progress() {
   while kill -0 "$pid" 2>/dev/null; do
     sleep 1
     if [ "$SECONDS" -ge "$next" ]; then
-      echo "    ... $label: $((SECONDS - start))s"
+      if [ -n "${SSH_GATEWAY_PIECE:-}" ]; then
+        echo "    ... piece $SSH_GATEWAY_PIECE: $(duration $((EPOCHSECONDS - SSH_GATEWAY_PIECE_START))) so far" \
+          "(cold: ~$SSH_GATEWAY_PIECE_COLD); $label: $(duration $((SECONDS - start)))"
+      else
+        echo "    ... $label: $(duration $((SECONDS - start)))"
+      fi
       next=$((next + 30))
     fi
   done
   if ! wait "$pid"; then
-    echo "!!! $label failed after $((SECONDS - start))s; last lines of $log:" >&2
+    echo "!!! $label failed after $(duration $((SECONDS - start))); last lines of $log:" >&2
     tail -n 30 "$log" >&2
     return 1
   fi
-  echo "    $label done in $((SECONDS - start))s"
+  echo "    $label done in $(duration $((SECONDS - start)))"
 }
 
 # The frame every build-*.sh shares: a scratch dir that is always removed (module-cache copies are

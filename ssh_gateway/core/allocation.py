@@ -8,7 +8,9 @@ provider's `check` can call it at preview time and tests can call it a million t
 Rules, in the order they are applied:
 
 1. An instance listed now and present in the previous state keeps its port, unless it is pinned
-   to another one: the pin wins and the old port is released.
+   to another one (the pin wins and the old port is released), or the port is `lost`: an older
+   Pangolin resource of someone else owns it (the lowest-id rule of `ssh_gateway.core.org`), so the
+   instance never served it, releases it and takes a new port as in rule 4.
 2. Pinned instances take their pins.
 3. Instances in the previous state that are no longer listed release their ports. Released ports
    are appended to `released` in instance-name order, dropping earlier copies of the same port.
@@ -89,14 +91,17 @@ def allocate(
     pins: Mapping[str, int] = _NO_PORTS,
     reserved: Collection[int] = (),
     foreign: Mapping[int, str] = _NO_FOREIGN,
+    lost: Mapping[int, str] = _NO_FOREIGN,
     previous: AllocationState = _NO_PREVIOUS,
 ) -> AllocationState:
     """Give every instance a port, keeping the ports of the previous run.
 
     `pins` maps an instance to the port it must have; `reserved` are ports never to hand out;
     `foreign` maps ports bound in the Pangolin org by resources this stack does not own to a short
-    description such as ``"Pangolin resource 12 'db-proxy'"``. The result depends only on the
-    contents of the arguments, not on their order. Raises `AllocationError` listing every problem.
+    description such as ``"Pangolin resource 12 'db-proxy'"``; `lost` maps ports of the previous table
+    that an older resource of someone else owns to that resource (they count as foreign too). The
+    result depends only on the contents of the arguments, not on their order. Raises
+    `AllocationError` listing every problem.
     """
     problems: list[str] = []
     rng = port_range
@@ -118,6 +123,7 @@ def allocate(
         for port in sorted((port for port in reserved if not is_port(port)), key=repr)
     )
     # Reserved wins over foreign in the counts: a port that is both is reported once.
+    foreign = {**foreign, **lost}
     foreign_ports = set(foreign) - reserved_ports
 
     # Each instance's claim on a port it must hold: its pin, else its previous port.
@@ -164,6 +170,9 @@ def allocate(
         if name in pinned:
             if pinned[name] != port:
                 released_now.append(port)
+            continue
+        if port in lost:
+            released_now.append(port)  # never served: the instance moves like a newcomer
             continue
         if port not in rng:
             problems.append(

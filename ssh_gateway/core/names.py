@@ -14,15 +14,23 @@ __all__ = [
     "ALLOCATION_MODULE",
     "ALLOCATION_TYPE",
     "COMPONENT_TYPE",
+    "HOST_CA_KIND",
+    "HOST_CA_TYPE",
+    "HOST_IDENTITY_MODULE",
+    "HOST_KEY_KIND",
+    "HOST_KEY_TYPE",
     "NSG_RULE_TYPE",
     "NSG_TYPE",
     "PANGOLIN_KIND",
     "PANGOLIN_MODULE",
     "PANGOLIN_TYPE",
+    "SECRET_TYPE",
     "SERVICE_TYPE",
     "STACK_TYPE",
     "Role",
     "child_name",
+    "host_ca_name",
+    "host_key_secret_name",
     "instance_of",
     "owner_prefix",
     "pangolin_resource_name",
@@ -47,8 +55,17 @@ ALLOCATION_KIND: Final = "PortAllocation"
 ALLOCATION_TYPE: Final = f"pulumi-python:dynamic/{ALLOCATION_MODULE}:{ALLOCATION_KIND}"
 """The stack's port table."""
 
+HOST_IDENTITY_MODULE: Final = "ssh-gateway"
+HOST_CA_KIND: Final = "SshHostCa"
+HOST_CA_TYPE: Final = f"pulumi-python:dynamic/{HOST_IDENTITY_MODULE}:{HOST_CA_KIND}"
+"""A generation of the stack's SSH host CA."""
+HOST_KEY_KIND: Final = "SshHostKey"
+HOST_KEY_TYPE: Final = f"pulumi-python:dynamic/{HOST_IDENTITY_MODULE}:{HOST_KEY_KIND}"
+"""An instance's host key and its certificate."""
+
 NSG_RULE_TYPE: Final = "azure-native:network:SecurityRule"
 NSG_TYPE: Final = "azure-native:network:NetworkSecurityGroup"
+SECRET_TYPE: Final = "kubernetes:core/v1:Secret"  # noqa: S105 - a type token, not a password
 SERVICE_TYPE: Final = "kubernetes:core/v1:Service"
 STACK_TYPE: Final = "pulumi:pulumi:Stack"
 
@@ -59,6 +76,8 @@ class Role(StrEnum):
     SERVICE = "service"
     PANGOLIN = "pangolin"
     NSG_RULE = "nsg-rule"
+    HOST_KEY = "host-key"
+    HOST_KEY_SECRET = "host-key-secret"  # noqa: S105 - a role, not a password
 
 
 def child_name(instance: str, role: Role) -> str:
@@ -84,6 +103,16 @@ def service_name(instance: str) -> str:
 def public_host(template: str, instance: str) -> str:
     """The public name users ssh to, from `gateway.hostTemplate`."""
     return template.replace("{instance}", instance)
+
+
+def host_key_secret_name(instance: str) -> str:
+    """The Kubernetes Secret holding an instance's host key and certificate, next to its Service."""
+    return f"ssh-{instance}-host-key"
+
+
+def host_ca_name(generation: int) -> str:
+    """The Pulumi name of one generation of the stack's SSH host CA, e.g. `host-ca-g1`."""
+    return f"host-ca-g{generation}"
 
 
 def ssh_alias(instance: str) -> str:

@@ -28,7 +28,15 @@ from pydantic_core import PydanticCustomError
 
 from .addresses import check_host, check_hostname, check_http_url
 from .credentials import API_KEY_CONFIG
-from .firewall import AZURE_PRIORITY_MAX, AZURE_PRIORITY_MIN, Sources, check_priorities, parse_sources
+from .firewall import (
+    AZURE_PRIORITY_MAX,
+    AZURE_PRIORITY_MIN,
+    DEFAULT_PRIORITY_BASE,
+    Sources,
+    check_priorities,
+    parse_sources,
+)
+from .host_identity import MAX_VALID_DAYS
 from .ports import EPHEMERAL, PortRange
 from .targets import ClusterIpTarget, NodePortTarget, StaticTarget, Target, service_spec
 
@@ -37,6 +45,9 @@ __all__ = [
     "ClusterIpInstance",
     "FirewallOff",
     "FirewallOn",
+    "HostCa",
+    "HostIdentityOff",
+    "HostIdentityOn",
     "Instance",
     "NodePortInstance",
     "Settings",
@@ -106,6 +117,7 @@ def _sources(value: object) -> Sources:
 DnsLabel = Annotated[str, AfterValidator(_dns_label)]
 Host = Annotated[str, AfterValidator(check_host)]
 Port = Annotated[int, Field(ge=1, le=65535)]
+Generation = Annotated[int, Field(ge=1, le=2**31 - 1)]
 Range = Annotated[PortRange, PlainValidator(_port_range)]
 SourceList = Annotated[Sources, PlainValidator(_sources)]
 
@@ -156,16 +168,65 @@ class FirewallOn(_Model):
     resource_group: Annotated[str, AfterValidator(_azure_name)] = Field(alias="resourceGroup")
     nsg_name: Annotated[str, AfterValidator(_azure_name)] = Field(alias="nsgName")
     source_cidrs: SourceList = Field(alias="sourceCidrs")
-    priority_base: int = Field(default=1000, alias="priorityBase", ge=AZURE_PRIORITY_MIN, le=AZURE_PRIORITY_MAX)
+    priority_base: int = Field(
+        default=DEFAULT_PRIORITY_BASE, alias="priorityBase", ge=AZURE_PRIORITY_MIN, le=AZURE_PRIORITY_MAX
+    )
 
 
-def _firewall_tag(value: Any) -> str:
+def _enabled_tag(value: Any) -> str:
     enabled = value.get("enabled", True) if isinstance(value, Mapping) else getattr(value, "enabled", True)
     return "off" if enabled is False else "on"
 
 
-Firewall = Annotated[
-    Annotated[FirewallOn, Tag("on")] | Annotated[FirewallOff, Tag("off")], Discriminator(_firewall_tag)
+Firewall = Annotated[Annotated[FirewallOn, Tag("on")] | Annotated[FirewallOff, Tag("off")], Discriminator(_enabled_tag)]
+
+
+class HostCa(_Model):
+    """`ssh-gateway:hostIdentity.ca`: the SSH host CA generations published in knownHosts, and the signer.
+
+    A rotation with overlap is three `up`s: publish `[1, 2]`, sign with 2, publish `[2]` (docs/host-identity.md).
+    """
+
+    generations: tuple[Generation, ...] = (1,)
+    signing: Generation | None = Field(default=None, description="default: the last of generations")
+
+    @model_validator(mode="after")
+    def _signing_is_published(self) -> HostCa:
+        key = "hostIdentity.ca"
+        if not self.generations:
+            raise _problem(f"{key}.generations", "is empty: publish at least one CA generation, e.g. [1]")
+        dupes = sorted({g for g in self.generations if self.generations.count(g) > 1})
+        if dupes:
+            raise _problem(f"{key}.generations", f"lists {', '.join(map(str, dupes))} twice; each generation once")
+        if self.signing is not None and self.signing not in self.generations:
+            raise _problem(
+                f"{key}.signing",
+                f"{self.signing} is not one of {key}.generations {list(self.generations)}: sign with a published CA",
+            )
+        return self
+
+    @property
+    def signer(self) -> int:
+        """The generation that signs the certificates: `signing`, else the last published one."""
+        return self.signing if self.signing is not None else self.generations[-1]
+
+
+class HostIdentityOn(_Model):
+    """`ssh-gateway:hostIdentity`: each instance gets a host key and a certificate from the stack's SSH host CA."""
+
+    enabled: Literal[True] = True
+    valid_days: int = Field(default=365, alias="validDays", ge=1, le=MAX_VALID_DAYS)
+    ca: HostCa = HostCa()
+
+
+class HostIdentityOff(_Model):
+    """`ssh-gateway:hostIdentity` with `enabled: false`: no keys issued (only pinned `hostKey`s are published)."""
+
+    enabled: Literal[False]
+
+
+HostIdentity = Annotated[
+    Annotated[HostIdentityOn, Tag("on")] | Annotated[HostIdentityOff, Tag("off")], Discriminator(_enabled_tag)
 ]
 
 
@@ -184,6 +245,9 @@ class _InstanceBase(_Model):
     port: Port | None = Field(default=None, description="pin the public port")
     source_cidrs: SourceList | None = Field(default=None, alias="sourceCidrs")
     host_key: Annotated[str, AfterValidator(_host_key)] | None = Field(default=None, alias="hostKey")
+    host_key_generation: Generation = Field(
+        default=1, alias="hostKeyGeneration", description="bump to rotate the instance's issued host key"
+    )
 
 
 class _ServiceInstance(_InstanceBase):
@@ -240,6 +304,7 @@ class Settings(_Model):
     gateway: Gateway
     kubernetes: Kubernetes = Kubernetes()
     firewall: Firewall = FirewallOff(enabled=False)
+    host_identity: HostIdentity = Field(default=HostIdentityOn(), alias="hostIdentity")
     instances: tuple[Instance, ...] = ()
 
     @model_validator(mode="after")
@@ -259,6 +324,11 @@ class Settings(_Model):
                 self.target_of(inst)
             except ValueError as exc:
                 raise _problem(f"instances[{index}].target", str(exc)) from None
+            if inst.host_key is not None and "host_key_generation" in inst.model_fields_set:
+                raise _problem(
+                    f"instances[{index}].hostKeyGeneration",
+                    f"instance {inst.name!r} pins hostKey, so it is issued no host key to rotate: drop one of the two",
+                )
         if not self.published_range.covers(self.ports.range):
             raise _problem(
                 "gateway.publishedRange",
@@ -284,6 +354,17 @@ class Settings(_Model):
             raise ValueError(f"instance {inst.name!r} has target nodePort, so set kubernetes.nodeIp (or use clusterIp)")
         return NodePortTarget(service=service, node_ip=kube.node_ip, node_port=inst.node_port)
 
+    def issues_host_key(self, inst: Instance) -> bool:
+        """Whether the program issues the instance a host key and certificate: host identity is on and no
+        `hostKey` is pinned (a pinned key keeps the plain known_hosts line, as before)."""
+        return isinstance(self.host_identity, HostIdentityOn) and inst.host_key is None
+
+    def delivers_secret(self, inst: Instance) -> bool:
+        """Whether the issued identity goes into a Kubernetes Secret next to the instance's Service: not for a
+        static target (the operator installs it from `hostIdentities`), nor when manifests are rendered to disk
+        (a rendered Secret is a private key in plaintext on disk)."""
+        return self.issues_host_key(inst) and not isinstance(inst, StaticInstance) and not self.kubernetes.render_dir
+
     @property
     def published_range(self) -> PortRange:
         """The ports the gateway publishes: `gateway.publishedRange`, else `ports.range`."""
@@ -296,6 +377,13 @@ class Settings(_Model):
                 f"{NAMESPACE}:ports.range {self.ports.range} overlaps Linux's ephemeral ports {EPHEMERAL} "
                 "(net.ipv4.ip_local_port_range): the gateway host's own outgoing connections can take a port "
                 "before Gerbil binds it; prefer a range below 32768"
+            )
+        undelivered = [i.name for i in self.instances if self.issues_host_key(i) and not isinstance(i, StaticInstance)]
+        if self.kubernetes.render_dir and undelivered:
+            yield (
+                f"{NAMESPACE}:kubernetes.renderDir is set, so the host-key Secrets of {', '.join(undelivered)} are not "
+                "rendered (they would be private keys in plaintext on disk): create them from the secret output "
+                "hostIdentities (docs/host-identity.md)"
             )
 
 
@@ -310,6 +398,8 @@ class SettingsError(ValueError):
 
 _TAGS: Final = frozenset({*TARGETS, "on", "off"})
 _SECTIONS: Final[Mapping[str, tuple[type[BaseModel], ...]]] = {
+    "hostIdentity": (HostIdentityOn,),
+    "hostIdentity.ca": (HostCa,),
     "": (Settings,),
     "ports": (Ports,),
     "pangolin": (Pangolin,),
@@ -320,16 +410,38 @@ _SECTIONS: Final[Mapping[str, tuple[type[BaseModel], ...]]] = {
 }
 
 
-def _keys_at(loc: Sequence[int | str]) -> list[str]:
-    """The keys allowed where `loc` (an unknown key's location) points."""
-    section = str(loc[0]) if len(loc) > 1 else ""
-    models = _SECTIONS.get(section, ())
+def _keys_at(loc: Sequence[int | str], models: tuple[type[BaseModel], ...] | None = None) -> list[str]:
+    """The keys allowed where `loc` (an unknown key's location) points, or in the given models."""
+    section = ".".join(p for p in loc[:-1] if isinstance(p, str) and p not in _TAGS and not p.startswith("function-"))
+    models = _SECTIONS.get(section, ()) if models is None else models
     return sorted({str(f.alias or n) for model in models for n, f in model.model_fields.items()})
+
+
+def _unknown_key(loc: Sequence[int | str]) -> str:
+    """ "unknown key", with the key meant, or the targets a key belongs to when it is another target's."""
+    key = str(loc[-1])
+    tag = next((p for p in loc if isinstance(p, str) and p in TARGETS), None)
+    if tag is not None and key in _keys_at(loc):
+        owners = [t for t, m in zip(TARGETS, _SECTIONS["instances"], strict=True) if key in _keys_at(loc, (m,))]
+        return f"not a key of target {tag}; it belongs to target {' and '.join(owners)}"
+    return f"unknown key{_did_you_mean(key, _keys_at(loc))}"
+
+
+def _without_tags(loc: Sequence[int | str]) -> list[int | str]:
+    """The location without pydantic's union tags."""
+    out: list[int | str] = []
+    for index, part in enumerate(loc):
+        after = loc[index - 1] if index else None
+        # A target's tag follows an instance's index; on/off (firewall, hostIdentity) are never field names.
+        tag = isinstance(part, str) and (part in ("on", "off") or (part in _TAGS and isinstance(after, int)))
+        if not tag and not (isinstance(part, str) and part.startswith("function-")):
+            out.append(part)
+    return out
 
 
 def _key(loc: Sequence[int | str]) -> str:
     """`('instances', 2, 'static', 'staticHost')` -> `ssh-gateway:instances[2].staticHost` (union tags dropped)."""
-    parts = [p for p in loc if not (isinstance(p, str) and (p in _TAGS or p.startswith("function-")))]
+    parts = _without_tags(loc)
     out = f"{NAMESPACE}:{parts[0]}" if parts else NAMESPACE
     for part in parts[1:]:
         out += f"[{part}]" if isinstance(part, int) else f".{part}"
@@ -337,9 +449,7 @@ def _key(loc: Sequence[int | str]) -> str:
 
 
 def _value_at(raw: Any, loc: Sequence[int | str]) -> Any:
-    for part in loc:
-        if isinstance(part, str) and part in _TAGS:
-            continue
+    for part in _without_tags(loc):
         try:
             raw = raw[part]
         except (KeyError, IndexError, TypeError):
@@ -359,8 +469,10 @@ def _describe(err: Any, raw: Mapping[str, Any]) -> str:
         key, _, message = message.partition(": ")
         return f"{NAMESPACE}:{key}: {message}"
     value = _value_at(raw, loc)
+    if err["type"] == "extra_forbidden" and "off" in loc:  # e.g. hostIdentity: {enabled: false, validDays: 30}
+        return f"{_key(loc)}: not allowed with enabled: false"
     if err["type"] == "extra_forbidden":
-        return f"{_key(loc)}: unknown key{_did_you_mean(str(loc[-1]), _keys_at(loc))}"
+        return f"{_key(loc)}: {_unknown_key(loc)}"
     if err["type"] == "unknown_target":
         target = _value_at(raw, (*loc, "target"))
         return f"{_key(loc)}.target = {json.dumps(target)}: {message}{_did_you_mean(str(target), TARGETS)}"

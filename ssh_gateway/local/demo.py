@@ -1,14 +1,19 @@
 """The main job on one machine: a real `ssh` reaches a real sshd through a port the program allocated.
 
-    scripts/demo            start the emulator (data plane on) and sshd, `pulumi up` the local stack, ssh through
-                            every instance's public port, print the answers, the endpoints and the ssh config,
-                            then stop what it started
-    scripts/demo --keep     the same, but leave the emulator and sshd running (scripts/demo down stops them)
+    scripts/demo            start the emulator (data plane on), `pulumi up` the local stack, start one sshd per
+                            instance serving its issued host identity, ssh through every instance's public port
+                            trusting only the stack's CA line, print the answers, the endpoints, the ssh config
+                            and that line, then stop what it started
+    scripts/demo --keep     the same, but leave the emulator and the sshds running (scripts/demo down stops them)
     scripts/demo down       destroy the stack's resources and stop whatever the demo left running
 
 The path is the real one, minus the cloud: ssh client -> 127.0.0.1:PORT (the emulator's data plane, standing in
 for Gerbil + Traefik + Newt, listening because the stack created an enabled Pangolin TCP resource on PORT) ->
-the resource's target 127.0.0.1:2222 -> sshd. State (keys, logs, pid files, the emulator's db) lives in
+the resource's target 127.0.0.1:<staticPort> -> that instance's sshd. Each sshd serves the host key and
+certificate the stack issued to its instance (the secret output `hostIdentities`), from files laid out as a
+pod mounts its Secret, and ssh runs with `StrictHostKeyChecking yes` and a known_hosts holding only the stack's
+`knownHosts` output: one `@cert-authority` line. An instance with a pinned `hostKey` gets the sshd's fixed
+demo key instead, and its plain line. State (keys, logs, pid files, the emulator's db) lives in
 .pulumi-state/demo/.
 """
 
@@ -32,15 +37,16 @@ from pulumi import automation as auto
 
 from pangolin_emulator.harness import DetachedEmulator, EmulatorError
 from ssh_gateway.core.credentials import find_api_key
+from ssh_gateway.core.host_identity import SECRET_KEYS, fingerprint, parse_host_certificate, secret_data
 from ssh_gateway.core.settings import Settings, SettingsError, decode_config, parse_settings
 from ssh_gateway.core.targets import StaticTarget
+from ssh_gateway.core.trust import known_hosts_file
 from ssh_gateway.ops.automation import open_stack
 from ssh_gateway.ops.doctor import diagnose, endpoints_from_outputs
-from ssh_gateway.ops.doctor.checks import fingerprint
-from ssh_gateway.ops.doctor.model import parse_known_hosts
 from ssh_gateway.ops.toolchain import REPO
 
 from .sshd import KeyPair, LocalSshd, SshdError, ensure_client_keypair, login_user, wait_for_port
+from .sshd_identity import IdentitySshd, mount_secret
 
 __all__ = ["main"]
 
@@ -80,10 +86,12 @@ def default_state_dir(stack: str) -> Path:
 
 @dataclass
 class Machine:
-    """What stands in for the gateway and the pods: the emulator and one sshd per distinct static target."""
+    """What stands in for the gateway and the pods: the emulator and one sshd per instance (its static target)."""
 
     emulator: DetachedEmulator
-    sshds: list[LocalSshd]
+    sshds: dict[str, LocalSshd]
+    """Instance -> its sshd: an `IdentitySshd` serving its issued identity, or, with a pinned `hostKey`, a
+    `LocalSshd` serving the fixed demo key."""
     started: list[Callable[[], bool]]
     """Stop functions of the processes this run started (not those an earlier --keep run left)."""
 
@@ -118,19 +126,37 @@ def _machine(settings: Settings, api_key: str, state: Path, authorized_keys: lis
     emulator = DetachedEmulator(
         state / "pangolin", url=settings.pangolin.url, org_id=settings.pangolin.org_id, api_key=api_key
     )
-    targets = [settings.target_of(i) for i in settings.instances]
-    static = sorted({(t.host, t.port) for t in targets if isinstance(t, StaticTarget)})
-    if len(static) != len({(t.host, t.port) if isinstance(t, StaticTarget) else t for t in targets}):
-        raise SystemExit("demo: every instance of the stack must have target: static (a local sshd)")
-    sshds = []
-    for host, port in static:
-        if host not in ("127.0.0.1", "localhost"):
-            raise SystemExit(f"demo: staticHost {host} is not loopback; the demo runs sshd on this machine only")
-        sshds.append(LocalSshd(state / f"sshd-{port}", host=host, port=port, authorized_keys=authorized_keys))
+    sshds: dict[str, LocalSshd] = {}
+    owners: dict[int, str] = {}
+    for inst in settings.instances:
+        target = settings.target_of(inst)
+        if not isinstance(target, StaticTarget):
+            raise SystemExit(f"demo: instance {inst.name} must have target: static (a local sshd)")
+        if target.host != "127.0.0.1":
+            raise SystemExit(f"demo: staticHost {target.host} is not 127.0.0.1; the demo runs sshd on loopback only")
+        if target.port in owners:
+            raise SystemExit(
+                f"demo: instances {owners[target.port]} and {inst.name} share staticPort {target.port}; each needs "
+                "an sshd of its own, which serves that instance's host identity"
+            )
+        owners[target.port] = inst.name
+        directory = state / f"sshd-{target.port}"
+        if settings.issues_host_key(inst):
+            mount = state / "host-identity" / inst.name
+            sshds[inst.name] = IdentitySshd(
+                directory, mount_dir=mount, port=target.port, authorized_keys=authorized_keys
+            )
+        elif inst.host_key is not None:
+            sshds[inst.name] = LocalSshd(directory, port=target.port, authorized_keys=authorized_keys)
+        else:
+            raise SystemExit(
+                f"demo: instance {inst.name} has neither an issued host identity (hostIdentity.enabled) nor a pinned "
+                "hostKey; the demo's ssh trusts only the stack's knownHosts"
+            )
     return Machine(emulator, sshds, [])
 
 
-def _start(machine: Machine) -> None:
+def _start_emulator(machine: Machine) -> None:
     emulator = machine.emulator
     with step(f"Pangolin emulator with its data plane at {emulator.url}"):
         pid = emulator.running_pid()
@@ -140,16 +166,52 @@ def _start(machine: Machine) -> None:
             pid = emulator.start()
             machine.started.append(emulator.stop)
             say(f"    started (pid {pid}, log {_rel(emulator.log_file)})")
-    for sshd in machine.sshds:
-        with step(f"sshd on {sshd.host}:{sshd.port} (the instances' target)"):
+
+
+def _mount_identity(sshd: IdentitySshd, issued: dict[str, str]) -> bool:
+    """Lays the instance's issued key and certificate out as a pod's Secret volume; True if they changed."""
+    data = secret_data(
+        private_key=issued["privateKey"], public_key=issued["publicKey"], certificate=issued["certificate"]
+    )
+    mounted = {name: (sshd.mount_dir / name).read_text() for name in SECRET_KEYS if (sshd.mount_dir / name).exists()}
+    if mounted == data:
+        return False
+    mount_secret(sshd.mount_dir, data)
+    return True
+
+
+def _start_sshds(machine: Machine, outputs: dict[str, Any]) -> None:
+    """One sshd per instance, serving what the stack says it serves: its issued identity, or the pinned key."""
+    identities = dict(outputs.get("hostIdentities") or {})
+    for instance, sshd in sorted(machine.sshds.items()):
+        with step(f"sshd for {instance} on {sshd.host}:{sshd.port}"):
+            changed = False
+            if isinstance(sshd, IdentitySshd):
+                if instance not in identities:
+                    raise SshdError(f"the stack's hostIdentities output has no identity for {instance}")
+                changed = _mount_identity(sshd, identities[instance])
             pid = sshd.running_pid()
             if pid is not None:
-                sshd.write_files()  # the same files; authorized_keys may have a new key
-                say(f"    already running (pid {pid}, left by --keep): reusing it")
-            else:
+                before = sshd.config_file.read_text() if sshd.config_file.exists() else ""
+                sshd.write_files()  # authorized_keys may have a new key, which sshd reads at each login
+                if changed or sshd.config_file.read_text() != before:
+                    sshd.stop()  # sshd reads its host keys at start: serve the new ones
+                    say("    what it must serve changed since an earlier --keep run: restarting it")
+                    pid = None
+                else:
+                    say(f"    already running (pid {pid}, left by --keep): reusing it")
+            if pid is None:
                 pid = sshd.start()
                 machine.started.append(sshd.stop)
-                say(f"    started (pid {pid}, log {_rel(sshd.log_file)}), host key {fingerprint(sshd.host_public_key)}")
+                say(f"    started (pid {pid}, log {_rel(sshd.log_file)})")
+            if isinstance(sshd, IdentitySshd):
+                certificate = parse_host_certificate(identities[instance]["certificate"])
+                say(
+                    f"    serves its issued host key {certificate.fingerprint}, certified for "
+                    f"{', '.join(certificate.principals)} by CA {fingerprint(certificate.ca_public_key)}"
+                )
+            else:
+                say(f"    serves the fixed demo host key {fingerprint(sshd.host_public_key)} (hostKey is pinned)")
 
 
 def _print_resource_steps(event: auto.EngineEvent) -> None:
@@ -162,23 +224,27 @@ def _print_resource_steps(event: auto.EngineEvent) -> None:
 
 
 def _write_ssh_files(outputs: dict[str, Any], state: Path, keys: KeyPair) -> Path:
-    """`ssh_config` = the program's `sshConfig` output + the demo's key and known_hosts, for `ssh -F`."""
+    """`ssh_config` = the demo's key and known_hosts, then the program's `sshConfig` output, for `ssh -F`.
+
+    The known_hosts is the stack's `knownHosts` output and nothing else: the CA line (plus a plain line per
+    pinned key). The demo's block comes first because ssh takes the first value it finds for an option: it
+    stands in for the blocks' `UserKnownHostsFile ~/.ssh/known_hosts.d/...`, so the demo never writes to ~/.ssh.
+    """
     known_hosts = state / "known_hosts"
     lines = str(outputs.get("knownHosts") or "")
     known_hosts.write_text(lines.strip() + "\n" if lines.strip() else "")
-    pins = parse_known_hosts(lines)
-    # Every instance pinned: refuse any other key. Otherwise learn the unpinned ones on first use.
-    every = all((str(ep["host"]), int(ep["port"])) in pins for ep in outputs["endpoints"].values())
-    strict = "yes" if every else "accept-new"
     config = state / "ssh_config"
     config.write_text(
-        str(outputs["sshConfig"]).rstrip("\n")
-        + "\n\n# Added by scripts/demo: the demo's key, and the stack's knownHosts output as the known_hosts.\n"
+        "# Added by scripts/demo: the demo's key, and the stack's knownHosts output as the only known_hosts.\n"
         + "Host *\n"
         + f'    IdentityFile "{keys.private}"\n'
         + "    IdentitiesOnly yes\n"
         + f'    UserKnownHostsFile "{known_hosts}"\n'
-        + f"    StrictHostKeyChecking {strict}\n"
+        + "    GlobalKnownHostsFile /dev/null\n"
+        + "    StrictHostKeyChecking yes\n"
+        + "    UpdateHostKeys no\n\n"
+        + str(outputs["sshConfig"]).rstrip("\n")
+        + "\n"
     )
     return config
 
@@ -259,15 +325,16 @@ def up(stack_name: str, state: Path, *, keep: bool) -> int:
     answers: list[Answer] = []
     error = False
     try:
-        _start(machine)
+        _start_emulator(machine)
         # refresh: if the emulator's db was reset since the last run, the stack learns it and recreates.
         with step(f"pulumi up --refresh (stack {stack_name})"):
             result = stack.up(refresh=True, on_event=_print_resource_steps, color="never")
             changes = {k: v for k, v in (result.summary.resource_changes or {}).items() if k != "same"}
             say(f"    {'changes: ' + str(changes) if changes else 'no changes'}")
         outputs = {key: value.value for key, value in result.outputs.items()}
+        _start_sshds(machine, outputs)
         config = _write_ssh_files(outputs, state, keys)
-        with step("ssh through every instance's public port (BatchMode, the demo's key)"):
+        with step("ssh through every instance's public port (BatchMode, StrictHostKeyChecking yes, the CA line)"):
             answers = _ssh_all(outputs, config)
             for answer in answers:
                 say(f"    {answer.instance}: {answer.text}" if answer.ok else f"!!! {answer.instance}: {answer.text}")
@@ -281,7 +348,11 @@ def up(stack_name: str, state: Path, *, keep: bool) -> int:
         for line in str(outputs["sshConfig"]).rstrip("\n").splitlines():
             say(f"    {line}".rstrip())
         if outputs.get("knownHosts"):
-            say(f"==> known_hosts lines: the pinned host keys (in {_rel(state / 'known_hosts')})")
+            say("==> known_hosts: what a laptop adds, once, to trust every instance of the stack on any port")
+            say(
+                f"    (the blocks above read it from {known_hosts_file(stack_name)}; the demo uses its copy in "
+                f"{_rel(state / 'known_hosts')})"
+            )
             for line in str(outputs["knownHosts"]).splitlines():
                 say(f"    {line}")
     except (SshdError, EmulatorError, auto.CommandError) as exc:
@@ -301,13 +372,13 @@ def up(stack_name: str, state: Path, *, keep: bool) -> int:
 
 def _finish(machine: Machine, *, keep: bool) -> None:
     if keep:
-        say("==> --keep: the emulator and sshd stay up; stop them (and destroy the stack) with: scripts/demo down")
+        say("==> --keep: the emulator and the sshds stay up; stop them (and destroy the stack) with: scripts/demo down")
         return
     if machine.started:
         with step("stop the processes this run started"):
             for stop in reversed(machine.started):
                 stop()
-    leftovers = [p for p in (machine.emulator.running_pid(), *(s.running_pid() for s in machine.sshds)) if p]
+    leftovers = [p for p in (machine.emulator.running_pid(), *(s.running_pid() for s in machine.sshds.values())) if p]
     if leftovers:
         say("==> processes left by an earlier --keep run are still up: scripts/demo down stops them")
 
@@ -333,7 +404,8 @@ def down(stack_name: str, state: Path) -> int:
     else:
         say(f"==> stack {stack_name} has no resources: nothing to destroy")
     with step("stop the demo's processes"):
-        for name, stop in [("emulator", machine.emulator.stop), *((f"sshd :{s.port}", s.stop) for s in machine.sshds)]:
+        sshds = [(f"sshd :{s.port}", s.stop) for s in machine.sshds.values()]
+        for name, stop in [("emulator", machine.emulator.stop), *sshds]:
             say(f"    {name}: {'stopped' if stop() else 'was not running'}")
     return status
 

@@ -19,7 +19,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ssh_gateway.sshkeys import openssh_private_key, openssh_public_key
+from ssh_gateway.core.host_identity import HostIdentityError, openssh_private_key, openssh_public_key, public_key_of
 
 from .pidfile import PidFile
 
@@ -35,8 +35,9 @@ __all__ = [
 ]
 
 DEMO_HOST_KEY_SEED = hashlib.sha256(b"ssh-gateway: the local demo sshd's host key, loopback only").digest()
-"""Seed of the host key that stacks/Pulumi.local.yaml pins. Public on purpose: the key only ever serves
-127.0.0.1, like the emulator's local-only API key; see `sshkeys`."""
+"""Seed of the host key a `LocalSshd` serves by default (the demo's instances with a pinned `hostKey`, the tests).
+Public on purpose: the key only ever serves 127.0.0.1, like the emulator's local-only API key; see
+`host_identity.key_pair_from_seed`."""
 
 _PRIVSEP_MISSING = re.compile(r"Missing privilege separation directory: (\S+)")
 
@@ -139,8 +140,8 @@ class LocalSshd:
         """Host key, authorized_keys and config, matching the arguments. sshd reads authorized_keys at each
         login, so a running one accepts a new key at once."""
         self.directory.mkdir(parents=True, exist_ok=True)
-        host_key = openssh_private_key(self.host_key_seed, "ssh-gateway-local-sshd")
-        if not self.host_key_file.exists() or self.host_key_file.read_text() != host_key:
+        if self._stale_host_key():
+            host_key = openssh_private_key(self.host_key_seed)
             # Written aside and renamed in: a running sshd never sees a missing or half-written key. Mode 0600:
             # sshd refuses a host key that others can read, whatever StrictModes says.
             fresh = self.host_key_file.with_suffix(".new")
@@ -176,6 +177,17 @@ class LocalSshd:
                 ]
             )
         )
+
+    def _stale_host_key(self) -> bool:
+        """Whether the host key file is missing or holds another key. Compared by key, not by file text: the
+        OpenSSH format carries random check integers, so the same key writes a different file each time."""
+        if not self.host_key_file.exists():
+            return True
+        try:
+            served = public_key_of(self.host_key_file.read_text(), name=str(self.host_key_file))
+        except HostIdentityError:
+            return True
+        return served != openssh_public_key(self.host_key_seed)
 
     def running_pid(self) -> int | None:
         """The pid of this directory's sshd if it is running, else None."""

@@ -1,9 +1,11 @@
 """The doctor against a stack whose instances are each broken at one layer on purpose, through the real CLI.
 
-One stack, seven instances behind the emulator's data plane: one healthy, and one per broken layer, each made
-the way it breaks in real life: no listener on the gateway port; packets dropped (a full accept queue never
-answers a SYN, like a closed firewall), twice, to see instances checked side by side; the target's sshd
-stopped; the Pangolin resource disabled; and a host key pinned that the server does not have.
+One stack, ten instances behind the emulator's data plane: two healthy (a pinned key, and an issued host
+identity served from the stack's hostIdentities output), and one per broken layer, each made the way it breaks
+in real life: no listener on the gateway port; packets dropped (a full accept queue never answers a SYN, like a
+closed firewall), twice, to see instances checked side by side; the target's sshd stopped; the Pangolin
+resource disabled; a host key pinned that the server does not have; and for the host identity, an sshd that
+serves no certificate (the Secret not mounted) and one that serves a certificate from another CA.
 """
 
 from __future__ import annotations
@@ -22,12 +24,14 @@ import pytest
 from pulumi import automation as auto
 
 from pangolin_emulator.harness import EmulatorHandle, running_emulator
+from ssh_gateway.core import host_identity as hi
+from ssh_gateway.core.host_identity import openssh_public_key
 from ssh_gateway.local.sshd import LocalSshd, ensure_client_keypair
+from ssh_gateway.local.sshd_identity import IdentitySshd, mount_secret
 from ssh_gateway.ops.automation import open_stack, remove_stack
 from ssh_gateway.ops.doctor import diagnose, endpoints_from_outputs
 from ssh_gateway.ops.doctor.__main__ import main as doctor_main
 from ssh_gateway.ops.toolchain import REPO
-from ssh_gateway.sshkeys import openssh_public_key
 
 from .conftest import change_by_hand, stack_config
 from .local_ports import free_port, free_port_block
@@ -65,7 +69,11 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     keys = ensure_client_keypair(root / "id_ed25519", comment="doctor-test")
     sshd = LocalSshd(root / "sshd", port=free_port(), authorized_keys=[keys.public_key])
     doomed = LocalSshd(root / "sshd-doomed", port=free_port(), authorized_keys=[keys.public_key])
-    ports = free_port_block(9)
+    certified, foreign = (
+        IdentitySshd(root / f"sshd-{n}", mount_dir=root / f"mount-{n}", port=free_port(), authorized_keys=[])
+        for n in ("certified", "foreign")
+    )
+    ports = free_port_block(12)
     no_listener_port, dropped_ports = ports[-1], (ports[-2], ports[-3])
     # Bound but not listening, without SO_REUSEADDR: the data plane cannot bind the port, nothing answers on it.
     blocker = socket.socket()
@@ -85,6 +93,9 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
             instance("target-down", doomed, hostKey=pin),
             instance("disabled", sshd, hostKey=pin),
             instance("wrong-key", sshd, hostKey=openssh_public_key(bytes(32))),
+            instance("certified", certified),
+            instance("uncertified", sshd),  # an issued identity, but the sshd serves only its own key
+            instance("foreign-ca", foreign),
         ]
         config = stack_config(
             emulator,
@@ -97,6 +108,20 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
             sshd.start()
             doomed.start()
             outputs = {k: v.value for k, v in stack.up().outputs.items()}
+            identities = outputs["hostIdentities"]
+            mount_secret(certified.mount_dir, _secret(identities["certified"]))
+            # The key of its own instance, certified for its names, but by a CA that is not the stack's.
+            stale = hi.sign_host_certificate(
+                ca_private_key=hi.generate_key_pair().private_key,
+                host_public_key=identities["foreign-ca"]["publicKey"],
+                principals=["127.0.0.1", "ssh-foreign-ca"],
+                key_id="another-stack/foreign-ca",
+                validity=hi.Validity.for_days(1),
+                serial=1,
+            )
+            mount_secret(foreign.mount_dir, _secret({**identities["foreign-ca"], "certificate": stale}))
+            certified.start()
+            foreign.start()
             doomed.stop()
             change_by_hand(emulator, "disabled", enabled=False)
             time.sleep(1.5)  # the data plane follows Pangolin within a second
@@ -106,10 +131,16 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
                 stack.destroy()
             finally:
                 remove_stack(stack)
-                sshd.stop()
-                doomed.stop()
+                for server in (sshd, doomed, certified, foreign):
+                    server.stop()
                 for sock in [blocker, *droppers]:
                     sock.close()
+
+
+def _secret(issued: dict[str, str]) -> dict[str, str]:
+    return hi.secret_data(
+        private_key=issued["privateKey"], public_key=issued["publicKey"], certificate=issued["certificate"]
+    )
 
 
 def doctor(world: World, capsys: pytest.CaptureFixture[str], instance: str) -> tuple[int, dict[str, Any]]:
@@ -128,10 +159,40 @@ def test_healthy_instance_passes_every_layer(world: World, capsys: pytest.Captur
     status, finding = doctor(world, capsys, "healthy")
     assert status == 0
     assert finding["healthy"] and finding["brokenLayer"] is None
-    assert statuses(finding) == {"dns": "ok", "tcp": "ok", "banner": "ok", "hostkey": "ok", "pangolin": "ok"}
+    assert statuses(finding) == {
+        "dns": "ok", "tcp": "ok", "banner": "ok", "hostidentity": "skip", "hostkey": "ok", "pangolin": "ok"
+    }  # fmt: skip
     checks = {c["layer"]: c["detail"] for c in finding["checks"]}
     assert checks["banner"].startswith("SSH-2.0-OpenSSH")
     assert "as pinned" in checks["hostkey"]
+
+
+def test_an_issued_identity_served_as_issued_passes(world: World, capsys: pytest.CaptureFixture[str]) -> None:
+    status, finding = doctor(world, capsys, "certified")
+    assert status == 0 and finding["healthy"], finding
+    assert statuses(finding) == {
+        "dns": "ok", "tcp": "ok", "banner": "ok", "hostidentity": "ok", "hostkey": "skip", "pangolin": "ok"
+    }  # fmt: skip
+    detail = next(c["detail"] for c in finding["checks"] if c["layer"] == "hostidentity")
+    fingerprint = hi.fingerprint(world.outputs["hostKeys"]["certified"].split(" ", 1)[1])
+    ca = world.outputs["hostCa"][0]["fingerprint"]
+    assert detail.startswith(f"certificate of {fingerprint} for ssh-certified, signed by the stack's CA {ca}")
+
+
+def test_no_certificate_served_is_host_identity(world: World, capsys: pytest.CaptureFixture[str]) -> None:
+    status, finding = doctor(world, capsys, "uncertified")
+    assert status == 1
+    assert finding["brokenLayer"] == "hostidentity"
+    assert finding["problem"].startswith("host identity: the sshd serves no host certificate")
+    assert "mount the Secret ssh-uncertified-host-key" in finding["fix"] and "hostIdentities" in finding["fix"]
+
+
+def test_a_certificate_from_another_ca_is_host_identity(world: World, capsys: pytest.CaptureFixture[str]) -> None:
+    status, finding = doctor(world, capsys, "foreign-ca")
+    assert status == 1
+    assert finding["brokenLayer"] == "hostidentity"
+    assert "not by the stack's host CA" in finding["problem"] and "another CA" in finding["fix"]
+    assert statuses(finding)["pangolin"] == "ok"
 
 
 def test_port_not_listening_is_the_gateway(world: World, capsys: pytest.CaptureFixture[str]) -> None:
@@ -195,6 +256,9 @@ def test_instances_are_checked_concurrently_within_one_timeout(world: World) -> 
         "target-down": "banner",
         "disabled": "pangolin",
         "wrong-key": "hostkey",
+        "certified": None,
+        "uncertified": "hostidentity",
+        "foreign-ca": "hostidentity",
     }
     # Each dropped instance takes the whole timeout: one after the other they would take twice as long.
     assert TIMEOUT * 0.9 <= elapsed < TIMEOUT * 1.6, elapsed
@@ -210,8 +274,11 @@ def test_the_command_prints_a_table_and_exits_1(world: World) -> None:
         check=False,
     )
     assert result.returncode == 1, result.stderr
-    rows = {line.split()[0]: line.split()[-1] for line in result.stdout.splitlines()[1:8]}
+    rows = {line.split()[0]: line.split()[-1] for line in result.stdout.splitlines()[1:11]}
     assert rows == {
+        "certified": "healthy",
+        "foreign-ca": "hostidentity",
+        "uncertified": "hostidentity",
         "disabled": "pangolin",
         "dropped": "tcp",
         "dropped-too": "tcp",
@@ -220,7 +287,7 @@ def test_the_command_prints_a_table_and_exits_1(world: World) -> None:
         "target-down": "banner",
         "wrong-key": "hostkey",
     }
-    assert "7 instance(s) of stack" in result.stdout and "6 broken" in result.stdout
+    assert "10 instance(s) of stack" in result.stdout and "8 broken" in result.stdout
     assert world.emulator.api_key.split(".")[1] not in result.stdout + result.stderr
 
 

@@ -41,6 +41,10 @@ def test_preview_up_noop_destroy(emulator: EmulatorHandle, make_stack: StackFact
     }
     manifests = "\n".join(p.read_text() for p in render_dir.rglob("*.yaml"))
     assert "name: ssh-gpu-k8s" in manifests and "namespace: gpu-dev" in manifests
+    # No Secret rendered (it would be the host's private key in plaintext on disk): warned, and an output instead.
+    assert "kind: Secret" not in manifests and "PRIVATE KEY" not in manifests
+    assert "the host-key Secrets of gpu-k8s are not rendered" in up.stderr + up.stdout
+    assert list(outputs["hostIdentities"]) == ["gpu-k8s"]
 
     state = emulator.state()
     [resource] = state["resources"]

@@ -1,5 +1,6 @@
-"""The main job end to end, as `scripts/demo` runs it: the real pulumi CLI, the emulator's data plane, a real
-sshd and the real `ssh` client in BatchMode, through the ports the program allocated.
+"""The main job end to end, as `scripts/demo` runs it: the real pulumi CLI, the emulator's data plane, one real
+sshd per instance serving the host key and certificate the stack issued to it, and the real `ssh` client in
+BatchMode with StrictHostKeyChecking yes and only the stack's CA line, through the ports the program allocated.
 
 It runs the demo's own code (`python -m ssh_gateway.local.demo`) on a stack of its own with free ports, so it never
 clashes with a demo running on this machine: --keep, then a second run (idempotent, reusing what the first
@@ -22,11 +23,12 @@ from pulumi import automation as auto
 
 from pangolin_emulator.harness import DetachedEmulator
 from pangolin_emulator.keys import generate_api_key
-from ssh_gateway.local.sshd import DEMO_HOST_KEY_SEED, LocalSshd, login_user, wait_for_port
+from ssh_gateway.core import host_identity as hi
+from ssh_gateway.core.host_identity import openssh_public_key
+from ssh_gateway.local.sshd import LocalSshd, login_user, wait_for_port
 from ssh_gateway.ops.automation import open_stack, remove_stack
 from ssh_gateway.ops.doctor.__main__ import main as doctor_main
 from ssh_gateway.ops.toolchain import REPO
-from ssh_gateway.sshkeys import openssh_public_key
 
 from .local_ports import free_port, free_port_block
 
@@ -40,7 +42,8 @@ class Demo:
     stack: auto.Stack
     state: Path
     emulator_port: int
-    sshd_port: int
+    sshd_ports: dict[str, int]
+    """Each instance's own sshd (its staticPort), as in stacks/Pulumi.local.yaml."""
 
     def run(self, *args: str) -> subprocess.CompletedProcess[str]:
         argv = [
@@ -58,21 +61,21 @@ class Demo:
 
 @pytest.fixture
 def demo(tmp_path: Path) -> Iterator[Demo]:
-    emulator_port, sshd_port = free_port(), free_port()
+    emulator_port = free_port()
+    sshd_ports = {name: free_port() for name in INSTANCES}
     ports = free_port_block(6)
-    pin = openssh_public_key(DEMO_HOST_KEY_SEED)
     config = {
         "ssh-gateway:pangolin": {"url": f"http://127.0.0.1:{emulator_port}/v1", "orgId": "acme", "siteId": 1},
         "ssh-gateway:ports": {"range": f"{ports.start}-{ports.stop - 1}"},
         "ssh-gateway:gateway": {"hostTemplate": "127.0.0.1"},
         "ssh-gateway:firewall": {"enabled": False},
         "ssh-gateway:instances": [
-            {"name": name, "target": "static", "staticHost": "127.0.0.1", "staticPort": sshd_port, "hostKey": pin}
+            {"name": name, "target": "static", "staticHost": "127.0.0.1", "staticPort": sshd_ports[name]}
             for name in INSTANCES
         ],
     }
     stack = open_stack(f"it-demo-{uuid.uuid4().hex[:8]}", config, secrets={"pangolin:apiKey": generate_api_key()})
-    demo = Demo(stack, tmp_path / "demo", emulator_port, sshd_port)
+    demo = Demo(stack, tmp_path / "demo", emulator_port, sshd_ports)
     try:
         yield demo
     finally:
@@ -97,9 +100,22 @@ def test_main_job_keep_rerun_and_down(demo: Demo) -> None:
     assert "main job OK: 3/3 instances answered" in first.stdout
     assert "scripts/demo down" in first.stdout
 
-    # Kept: our own ssh, through the generated config (pinned host keys, StrictHostKeyChecking yes).
-    ssh_config = demo.state / "ssh_config"
-    assert "StrictHostKeyChecking yes" in ssh_config.read_text()
+    # The one line a laptop adds, printed; the demo's known_hosts holds it and nothing else.
+    (ca_line,) = (demo.state / "known_hosts").read_text().splitlines()
+    assert ca_line.startswith("@cert-authority 127.0.0.1,[127.0.0.1]:*,ssh-*,[ssh-*]:* ssh-ed25519 ")
+    assert "==> known_hosts: what a laptop adds, once," in first.stdout and f"    {ca_line}\n" in first.stdout
+    ca_key = " ".join(ca_line.split()[2:4])
+    assert "serves the fixed demo host key" not in first.stdout
+    for name in INSTANCES:
+        issued = rf"serves its issued host key SHA256:\S+, certified for 127\.0\.0\.1, ssh-{name} by CA "
+        assert re.search(issued, first.stdout), first.stdout
+        served = (demo.state / "host-identity" / name / hi.HOST_CERTIFICATE_FILE).read_text()
+        hi.verify_host_certificate(served, ca_public_keys=[ca_key], principal=f"ssh-{name}")
+
+    # Kept: our own ssh, through the generated config (the CA line only, StrictHostKeyChecking yes, an alias each).
+    config_text = (ssh_config := demo.state / "ssh_config").read_text()
+    assert "StrictHostKeyChecking yes" in config_text and "StrictHostKeyChecking no" not in config_text
+    assert all(f"    HostKeyAlias ssh-{name}\n" in config_text for name in INSTANCES)
     for name in INSTANCES:
         remote = subprocess.run(
             [
@@ -124,7 +140,7 @@ def test_main_job_keep_rerun_and_down(demo: Demo) -> None:
     # Run again: nothing to change, the kept processes reused (and, not started by this run, left running).
     second = demo.run()
     assert second.returncode == 0, second.stdout + second.stderr
-    assert "no changes" in second.stdout and second.stdout.count("reusing it") == 2
+    assert "no changes" in second.stdout and second.stdout.count("reusing it") == 1 + len(INSTANCES)
     assert answers(second.stdout) == answers(first.stdout)
     emulator = DetachedEmulator(
         demo.state / "pangolin", url=f"http://127.0.0.1:{demo.emulator_port}/v1", org_id="acme", api_key="x.y"
@@ -137,14 +153,16 @@ def test_main_job_keep_rerun_and_down(demo: Demo) -> None:
     assert down.returncode == 0, down.stdout + down.stderr
     assert "Pangolin emulator (destroy must reach it" in down.stdout
     assert (demo.stack.export_stack().deployment or {}).get("resources", []) == []
-    sshd = LocalSshd(demo.state / f"sshd-{demo.sshd_port}", port=demo.sshd_port, authorized_keys=[])
-    assert emulator.running_pid() is None and sshd.running_pid() is None
-    assert not wait_for_port("127.0.0.1", demo.sshd_port, 0) and not wait_for_port("127.0.0.1", demo.emulator_port, 0)
+    assert emulator.running_pid() is None and not wait_for_port("127.0.0.1", demo.emulator_port, 0)
+    for port in demo.sshd_ports.values():
+        sshd = LocalSshd(demo.state / f"sshd-{port}", port=port, authorized_keys=[])
+        assert sshd.running_pid() is None and not wait_for_port("127.0.0.1", port, 0)
     for port in ports.values():
         assert not wait_for_port("127.0.0.1", port, 0)
 
 
 def test_an_instance_that_cannot_log_in_fails_the_job_and_is_diagnosed(demo: Demo) -> None:
+    # beta pins a host key its sshd (the demo's fixed key, for pinned instances) does not have.
     demo.stack.set_config(
         "ssh-gateway:instances[1].hostKey", auto.ConfigValue(openssh_public_key(bytes(32))), path=True
     )

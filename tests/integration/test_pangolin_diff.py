@@ -36,7 +36,7 @@ def _block(stdout: str, resource: str) -> str:
     """The lines `--diff` prints for one resource (up to the next resource or the outputs)."""
     start = stdout.index(f"::{resource}]")
     end = min(i for i in (stdout.find("pulumi-python:dynamic", start), stdout.find("--outputs:--", start)) if i > 0)
-    return stdout[start:end]
+    return stdout[start : stdout.rfind("\n", start, end)]
 
 
 def test_a_pinned_port_change_reads_as_an_in_place_proxy_port_change(

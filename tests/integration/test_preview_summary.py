@@ -71,7 +71,7 @@ def test_summary_of_a_real_preview(emulator: EmulatorHandle, make_stack: StackFa
 
 
 def test_summary_of_a_preview_without_changes(emulator: EmulatorHandle, make_stack: StackFactory) -> None:
-    stack = make_stack(stack_config(emulator, [static_instance("a")]))
+    stack = make_stack(stack_config(emulator, [static_instance("a")], port_range="20000-20019"))
     stack.up()
     preview = pulumi("preview", "--json", "--stack", stack.name)
     assert preview.returncode == 0, preview.stderr

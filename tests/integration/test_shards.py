@@ -119,7 +119,8 @@ def test_two_shards_up_at_once_then_one_ssh_config(
     make_stack(shard_config(emulator, grown.ports, grown.instances), name=grown.stack.name)
     added = grown.stack.up()
     assert added.summary.resource_changes is not None
-    assert added.summary.resource_changes.get(auto.OpType.CREATE) == 2  # the component and its Pangolin resource
+    # the component, its Pangolin resource and its host key
+    assert added.summary.resource_changes.get(auto.OpType.CREATE) == 3
     assert added.outputs["allocations"].value["a-03"] in grown.ports
     untouched = shards["b"].stack.preview()
     assert set(untouched.change_summary) == {auto.OpType.SAME}, untouched.change_summary

@@ -13,7 +13,7 @@ from pulumi.runtime.rpc import UNKNOWN
 
 from providers.pangolin import PangolinTcpProvider, PangolinTcpResource, PangolinTcpResourceArgs
 from providers.pangolin.policy import HttpPolicy
-from tests.mocks import RecordingMocks
+from tests.mocks import RecordingMocks, unknown
 
 from .conftest import configure
 
@@ -89,11 +89,14 @@ def test_check_reports_every_missing_field() -> None:
     assert all("is required" in f.reason for f in failures)
 
 
-def test_check_lets_unknowns_through_in_preview() -> None:
-    news = {**VALID, "proxyPort": UNKNOWN, "siteId": UNKNOWN, "apiUrl": UNKNOWN}
+@pytest.mark.parametrize("unknown", [UNKNOWN, unknown()], ids=["sentinel", "Unknown"])
+def test_check_lets_unknowns_through_in_preview(unknown: object) -> None:
+    # The provider server hands check an Unknown instance (keep_unknowns), e.g. a new Service's nodePort.
+    news = {**VALID, "proxyPort": unknown, "targetPort": unknown, "apiUrl": unknown}
     result = PangolinTcpProvider().check({}, news)
     assert result.failures == []
-    assert (result.inputs["proxyPort"], result.inputs["siteId"], result.inputs["apiUrl"]) == (UNKNOWN,) * 3
+    assert (result.inputs["proxyPort"], result.inputs["targetPort"], result.inputs["apiUrl"]) == (unknown,) * 3
+    assert PangolinTcpProvider().diff("5", _state(), result.inputs).changes is True
 
 
 @pytest.mark.parametrize("host", ["10.0.0.7", "fd00::7", "node-1.cluster.local", "localhost"])
@@ -192,3 +195,12 @@ def test_resource_registers_camel_case_props_and_exposes_snake_case_outputs() ->
         )
 
     check()
+
+
+def test_check_keeps_adopt_resource_id_of_a_resource_that_exists() -> None:
+    # The program's listing finds every resource of the stack, its own included: no change once it exists.
+    provider = PangolinTcpProvider()
+    created = provider.check({}, {**VALID, "adoptResourceId": 5}).inputs
+    assert created["adoptResourceId"] == 5
+    olds = provider.check({}, VALID).inputs
+    assert provider.check(olds, {**VALID, "adoptResourceId": 5}).inputs["adoptResourceId"] is None

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import logging
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
 
-from providers.pangolin import PangolinClient, PangolinError, PangolinTcpProvider, PangolinValidationError
+from providers.pangolin import PangolinClient, PangolinTcpProvider, PangolinValidationError
 
 from .conftest import FAST, configure, inputs, next_port, unique_name
 
@@ -41,29 +42,76 @@ def test_idempotent_calls_succeed_through_faults(client: PangolinClient, emulato
     assert not {r.resourceId for r in made} & {r.resourceId for r in client.list_all_resources(emulator.org_id)}
 
 
-def test_creates_under_faults_succeed_or_leave_nothing_behind(
-    provider: PangolinTcpProvider, client: PangolinClient, emulator: EmulatorHandle
-) -> None:
+_PUT_RESOURCE = "PUT /v1/org/{orgId}/resource"
+_PUT_TARGET = "PUT /v1/resource/{resourceId}/target"
+
+
+def _creates_under_faults(
+    provider: PangolinTcpProvider, emulator: EmulatorHandle, kinds: tuple[str, ...], *, seed: int, delay: float
+) -> dict[str, str]:
+    """Ten creates with 30% of the calls faulted; every one must succeed. Name -> resource id."""
     provider.create(inputs(emulator))  # learn the dialect without faults
-    emulator.set_faults(0.3, seed=11)
-    outcomes: dict[str, str | None] = {}
+    emulator.reset_counters()
+    emulator.set_faults(0.3, seed=seed, kinds=kinds, delay=delay)
+    made: dict[str, str] = {}
     for _ in range(10):
         props = inputs(emulator)
-        try:
-            outcomes[props["name"]] = provider.create(props).id
-        except PangolinError:
-            outcomes[props["name"]] = None
+        made[props["name"]] = provider.create(props).id
     emulator.set_faults(0.0)
+    return made
 
-    live = {r.name: r.resourceId for r in client.list_all_resources(emulator.org_id)}
-    for name, resource_id in outcomes.items():
-        if resource_id is None:
-            assert name not in live, f"{name} failed to create but left resource {live.get(name)} behind"
-        else:
-            assert live[name] == int(resource_id)
-            assert len(client.list_targets(int(resource_id))) == 1
-    assert None in outcomes.values(), "no create failed: the faults did not bite"
-    assert any(outcomes.values()), "no create succeeded"
+
+def _assert_one_each(emulator: EmulatorHandle, made: dict[str, str]) -> None:
+    """Exactly one resource per name, the one create returned, with exactly one target: no twins."""
+    state = emulator.state()
+    for name, resource_id in made.items():
+        ids = [r["resourceId"] for r in state["resources"] if r["name"] == name]
+        assert ids == [int(resource_id)], f"{name}: resources {ids}, create returned {resource_id}"
+        targets = [t for t in state["targets"] if t["resourceId"] == int(resource_id)]
+        assert len(targets) == 1, f"{name}: {len(targets)} targets"
+    assert emulator.doubly_bound_ports() == {}
+
+
+# `timeout` holds a call for `delay` and then answers 500; `timeout-after-write` applies it, holds it and resets
+# the connection. 1.5 s is longer than FAST's 1 s read timeout, so the client itself times out there.
+@pytest.mark.parametrize(
+    ("kinds", "delay"),
+    [
+        (("timeout-after-write",), 0.1),
+        (("timeout-after-write",), 1.5),
+        (("500",), 0.0),
+        (("429",), 0.0),
+        (("reset",), 0.0),
+        (("timeout",), 0.1),
+        (("500", "429", "timeout", "reset", "timeout-after-write"), 0.1),
+    ],
+    ids=["after-write", "after-write-client-timeout", "500", "429", "reset", "timeout", "all"],
+)
+def test_creates_under_faults_make_exactly_one_resource_and_target_each(
+    provider: PangolinTcpProvider, emulator: EmulatorHandle, kinds: tuple[str, ...], delay: float
+) -> None:
+    made = _creates_under_faults(provider, emulator, kinds, seed=11, delay=delay)
+
+    _assert_one_each(emulator, made)
+    hits = emulator.fault_counters_by_route_and_kind()
+    assert sum(hits.get(_PUT_RESOURCE, {}).values()) > 0, "no resource create was faulted"
+    assert sum(hits.get(_PUT_TARGET, {}).values()) > 0, "no target create was faulted"
+    if "timeout-after-write" in kinds:
+        # Those creates were applied and never answered: each was found by one lookup, not made twice.
+        assert hits[_PUT_RESOURCE].get("timeout-after-write", 0) > 0
+        assert emulator.counters().get("GET /v1/org/{orgId}/resources", 0) > 0
+
+
+def test_a_lost_create_on_1_15_is_found_by_listing_the_org(start_emulator: Callable[..., EmulatorHandle]) -> None:
+    # 1.15 has no `query`: it ignores it and answers every resource by limit/offset.
+    server = start_emulator(version="1.15.0")
+    provider = configure(PangolinTcpProvider(**FAST), server.api_key)
+    for _ in range(3):
+        provider.create(inputs(server))
+    made = _creates_under_faults(provider, server, ("timeout-after-write",), seed=5, delay=0.1)
+
+    _assert_one_each(server, made)
+    assert server.fault_counters_by_route_and_kind()[_PUT_RESOURCE]["timeout-after-write"] > 0
 
 
 def test_the_key_never_reaches_errors_logs_or_output(

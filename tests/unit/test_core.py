@@ -9,7 +9,7 @@ from ssh_gateway.core.addresses import check_host, check_http_url
 from ssh_gateway.core.credentials import API_KEY_CONFIG, API_KEY_ENV, MissingApiKey, check_api_key, find_api_key
 from ssh_gateway.core.firewall import Cidrs, ServiceTag, opens_to_world, parse_sources
 from ssh_gateway.core.names import instance_of, urn_type
-from ssh_gateway.core.org import Binding, OrgView, foreign_ports
+from ssh_gateway.core.org import Binding, OrgView, contest
 from ssh_gateway.core.ports import PortRange
 
 pytestmark = pytest.mark.unit
@@ -28,23 +28,22 @@ ORG = OrgView(
 
 
 def test_held_lists_only_the_range_lowest_id_first() -> None:
-    assert ORG.held_in(PortRange(start=40000, end=40009)) == {
-        40001: ["2:ssh-gateway/dev/a", "3:ssh-gateway/dev/a"],
-        40002: ["4:db-proxy"],
-        40003: ["9:ssh-gateway/dev/gone"],
-        40004: ["5:ssh-gateway/dev/b"],
+    held = ORG.held_in(PortRange(start=40000, end=40009))
+    assert {port: [b.resource_id for b in bindings] for port, bindings in held.items()} == {
+        40001: [2, 3],
+        40002: [4],
+        40003: [9],
+        40004: [5],
     }
 
 
 def test_a_port_is_foreign_unless_bound_by_the_name_of_its_owner_in_the_table() -> None:
     held = ORG.held_in(PortRange(start=40000, end=40009))
     owners = {40001: "ssh-gateway/dev/a", 40004: "ssh-gateway/dev/b"}
-    assert foreign_ports(held, owners) == {
+    assert contest(held, owners, protocol="tcp").foreign == {
         40002: "Pangolin resource 4 'db-proxy'",  # someone else's
         40003: "Pangolin resource 9 'ssh-gateway/dev/gone'",  # this stack's leftover of a removed instance
     }
-    # The same port held by the table's owner under another name is foreign too: it is not this instance's.
-    assert foreign_ports({40001: ["3:ssh-gateway/dev/z"]}, owners) == {40001: "Pangolin resource 3 'ssh-gateway/dev/z'"}
 
 
 def test_a_leftover_is_adopted_only_with_the_same_name_and_protocol() -> None:

@@ -12,10 +12,17 @@ from typing import Any
 
 import pytest
 
-from ssh_gateway.ops.doctor import Check, Endpoint, InstanceReport, as_json, endpoints_from_outputs, render
-from ssh_gateway.ops.doctor.checks import check_banner, check_dns, check_tcp, fingerprint
-from ssh_gateway.ops.doctor.model import parse_known_hosts
-from ssh_gateway.sshkeys import openssh_public_key
+from ssh_gateway.core import host_identity as hi
+from ssh_gateway.core.host_identity import openssh_public_key
+from ssh_gateway.ops.doctor import LAYERS, Check, Endpoint, InstanceReport, as_json, endpoints_from_outputs, render
+from ssh_gateway.ops.doctor.checks import (
+    check_banner,
+    check_dns,
+    check_host_identity,
+    check_tcp,
+    fingerprint,
+    judge_certificates,
+)
 
 pytestmark = pytest.mark.unit
 
@@ -39,11 +46,6 @@ def endpoint(**overrides: Any) -> Endpoint:
 # --- reading the stack's outputs ----------------------------------------------------------------
 
 
-def test_known_hosts_lines_by_host_and_port() -> None:
-    text = f"[gw.example.com]:40001 {KEY} comment\n# a comment\nplain.example.com {KEY}\n\n"
-    assert parse_known_hosts(text) == {("gw.example.com", 40001): KEY, ("plain.example.com", 22): KEY}
-
-
 def test_endpoints_from_outputs_carry_the_pin_and_the_expected_name() -> None:
     outputs = {
         "endpoints": {
@@ -58,27 +60,56 @@ def test_endpoints_from_outputs_carry_the_pin_and_the_expected_name() -> None:
     assert b.expected_name == "ssh-gateway/prod/b"
 
 
+def test_endpoints_find_the_ca_lines_and_pins_ssh_would_use() -> None:
+    ca, other = hi.generate_key_pair().public_key, hi.generate_key_pair().public_key
+    outputs = {
+        "endpoints": {
+            name: {"host": "127.0.0.1", "port": port, "user": "root", "pangolinResourceId": 1}
+            for name, port in (("gpu-01", 20001), ("gpu-02", 20002), ("vm-01", 20003))
+        },
+        "knownHosts": "\n".join(
+            [
+                f"@cert-authority 127.0.0.1,[127.0.0.1]:*,ssh-*,[ssh-*]:* {ca} ssh-gateway host CA g1 (stack local)",
+                f"@cert-authority other-*.example.com {other}",
+                f"ssh-vm-01,[ssh-vm-01]:* {KEY}",
+            ]
+        ),
+        "sshConfig": "".join(
+            f"Host ssh-{n}\n    HostName 127.0.0.1\n    Port 1\n    HostKeyAlias ssh-{n}\n"
+            for n in ("gpu-01", "gpu-02", "vm-01")
+        ),
+    }
+    gpu01, _, vm01 = endpoints_from_outputs(outputs, project="ssh-gateway", stack="local")
+    assert (gpu01.host_key_alias, gpu01.lookup, gpu01.principal) == ("ssh-gpu-01", "ssh-gpu-01", "ssh-gpu-01")
+    assert gpu01.trusted_cas == (ca,) and gpu01.pinned_key is None
+    assert vm01.pinned_key == KEY and vm01.trusted_cas == (ca,)
+    # Without the alias ssh looks up [host]:port, and the certificate must name the host.
+    plain = endpoints_from_outputs({**outputs, "sshConfig": ""}, project="ssh-gateway", stack="local")[0]
+    assert (plain.lookup, plain.principal, plain.trusted_cas) == ("[127.0.0.1]:20001", "127.0.0.1", (ca,))
+
+
 # --- the verdict --------------------------------------------------------------------------------
 
 
 def report(*statuses: str) -> InstanceReport:
-    layers = ("dns", "tcp", "banner", "hostkey", "pangolin")
-    checks = tuple(Check(layer, status, f"{layer} {status}") for layer, status in zip(layers, statuses, strict=True))  # type: ignore[arg-type]
+    checks = tuple(Check(layer, status, f"{layer} {status}") for layer, status in zip(LAYERS, statuses, strict=True))  # type: ignore[arg-type]
     return InstanceReport(endpoint(), checks)
 
 
 @pytest.mark.parametrize(
     ("statuses", "layer"),
     [
-        (("ok", "ok", "ok", "ok", "ok"), None),
-        (("ok", "ok", "ok", "skip", "warn"), None),  # no pin, Pangolin not checkable: still reachable
-        (("ok", "fail", "skip", "skip", "ok"), "tcp"),
-        (("ok", "ok", "fail", "skip", "ok"), "banner"),
-        (("ok", "fail", "skip", "skip", "fail"), "pangolin"),  # the disabled resource is why TCP is refused
-        (("ok", "ok", "fail", "skip", "fail"), "pangolin"),
-        (("fail", "skip", "skip", "skip", "fail"), "dns"),  # the name comes first whatever Pangolin says
-        (("ok", "ok", "ok", "fail", "fail"), "hostkey"),  # a different server answers: that comes first
-        (("ok", "ok", "ok", "ok", "fail"), "pangolin"),
+        (("ok", "ok", "ok", "ok", "skip", "ok"), None),
+        (("ok", "ok", "ok", "skip", "ok", "ok"), None),  # a pinned key instead of a certificate
+        (("ok", "ok", "ok", "skip", "skip", "warn"), None),  # nothing to check, Pangolin not checkable: reachable
+        (("ok", "fail", "skip", "skip", "skip", "ok"), "tcp"),
+        (("ok", "ok", "fail", "skip", "skip", "ok"), "banner"),
+        (("ok", "fail", "skip", "skip", "skip", "fail"), "pangolin"),  # the disabled resource is why TCP is refused
+        (("ok", "ok", "fail", "skip", "skip", "fail"), "pangolin"),
+        (("fail", "skip", "skip", "skip", "skip", "fail"), "dns"),  # the name comes first whatever Pangolin says
+        (("ok", "ok", "ok", "skip", "fail", "fail"), "hostkey"),  # a different server answers: that comes first
+        (("ok", "ok", "ok", "fail", "skip", "fail"), "hostidentity"),  # so does a certificate ssh refuses
+        (("ok", "ok", "ok", "ok", "skip", "fail"), "pangolin"),
     ],
 )
 def test_first_broken_layer(statuses: tuple[str, ...], layer: str | None) -> None:
@@ -172,24 +203,27 @@ def test_fingerprint_is_ssh_keygen_style() -> None:
 
 
 def test_table_json_and_notes() -> None:
-    healthy = InstanceReport(
-        endpoint(), tuple(Check(layer, "ok", "fine") for layer in ("dns", "tcp", "banner", "hostkey", "pangolin"))
-    )
+    healthy = InstanceReport(endpoint(), tuple(Check(layer, "ok", "fine") for layer in LAYERS))
     broken = InstanceReport(
         endpoint(instance="gpu-02", port=40002),
         (
             Check("dns", "ok", "fine"),
             Check("tcp", "fail", "TCP connect to 127.0.0.1:40002 was refused", "publish it"),
             Check("banner", "skip", "not reached"),
+            Check("hostidentity", "skip", "not reached"),
             Check("hostkey", "skip", "not reached"),
             Check("pangolin", "fail", "Pangolin resource 12 is disabled", "enable it"),
         ),
     )
     text = render([healthy, broken], stack="local", elapsed=1.25)
     lines = text.splitlines()
-    assert lines[0].split() == ["INSTANCE", "ENDPOINT", "DNS", "TCP", "BANNER", "HOSTKEY", "PANGOLIN", "VERDICT"]
-    assert lines[1].split() == ["gpu-01", "127.0.0.1:40001", "ok", "ok", "ok", "ok", "ok", "healthy"]
-    assert lines[2].split() == ["gpu-02", "127.0.0.1:40002", "ok", "FAIL", "-", "-", "FAIL", "broken:", "pangolin"]
+    assert lines[0].split() == [
+        "INSTANCE", "ENDPOINT", "DNS", "TCP", "BANNER", "HOSTIDENTITY", "HOSTKEY", "PANGOLIN", "VERDICT"
+    ]  # fmt: skip
+    assert lines[1].split() == ["gpu-01", "127.0.0.1:40001", "ok", "ok", "ok", "ok", "ok", "ok", "healthy"]
+    assert lines[2].split() == [
+        "gpu-02", "127.0.0.1:40002", "ok", "FAIL", "-", "-", "-", "FAIL", "broken:", "pangolin"
+    ]  # fmt: skip
     assert "gpu-02: Pangolin resource 12 is disabled\n    fix: enable it\n    also seen: TCP connect" in text
     assert lines[-1] == "2 instance(s) of stack local: 1 broken (1.2s)"
 
@@ -197,3 +231,80 @@ def test_table_json_and_notes() -> None:
     assert document["healthy"] is False
     assert [i["brokenLayer"] for i in document["instances"]] == [None, "pangolin"]
     assert document["instances"][1]["fix"] == "enable it"
+
+
+# --- the host identity layer --------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def issuer() -> hi.KeyPair:
+    return hi.generate_key_pair()
+
+
+@pytest.fixture(scope="module")
+def served_key() -> hi.KeyPair:
+    return hi.generate_key_pair()
+
+
+def certificate(ca: hi.KeyPair, key: hi.KeyPair, *, principals: tuple[str, ...] = ("ssh-gpu-01",), **when: int) -> str:
+    validity = hi.Validity(**when) if when else hi.Validity.for_days(30)
+    return hi.sign_host_certificate(
+        ca_private_key=ca.private_key,
+        host_public_key=key.public_key,
+        principals=principals,
+        key_id="unit/gpu-01",
+        validity=validity,
+        serial=7,
+    )
+
+
+def judge(certificates: list[str], ca: hi.KeyPair) -> Check:
+    return judge_certificates(certificates, instance="gpu-01", ca_public_keys=[ca.public_key], principal="ssh-gpu-01")
+
+
+def test_a_certificate_of_the_stack_ca_for_the_name_dialled_passes(issuer: hi.KeyPair, served_key: hi.KeyPair) -> None:
+    check = judge([certificate(issuer, served_key)], issuer)
+    assert check.status == "ok", check
+    assert check.detail.startswith(f"certificate of {served_key.fingerprint} for ssh-gpu-01, signed by the stack's CA")
+    assert issuer.fingerprint in check.detail
+
+
+def test_one_good_certificate_among_several_passes(issuer: hi.KeyPair, served_key: hi.KeyPair) -> None:
+    stale = certificate(hi.generate_key_pair(), served_key)
+    assert judge([stale, certificate(issuer, served_key)], issuer).status == "ok"
+
+
+@pytest.mark.parametrize(
+    ("case", "detail", "fix"),
+    [
+        ("none", "the sshd serves no host certificate", "mount the Secret ssh-gpu-01-host-key"),
+        ("another CA", "not by the stack's host CA", "from another CA"),
+        ("wrong principal", "is not for 'ssh-gpu-01': its principals are ssh-gpu-02", "re-issue it"),
+        ("expired", "expired at", "run `pulumi up`"),
+        ("not yet valid", "is not valid before", "clock"),
+        ("corrupt", "does not parse", "corrupt"),
+    ],
+)
+def test_a_certificate_ssh_would_refuse_names_host_identity_with_the_fix(
+    issuer: hi.KeyPair, served_key: hi.KeyPair, case: str, detail: str, fix: str
+) -> None:
+    now = int(time.time())
+    served = {
+        "none": [],
+        "another CA": [certificate(hi.generate_key_pair(), served_key)],
+        "wrong principal": [certificate(issuer, served_key, principals=("ssh-gpu-02",))],
+        "expired": [certificate(issuer, served_key, valid_after=now - 7200, valid_before=now - 3600)],
+        "not yet valid": [certificate(issuer, served_key, valid_after=now + 3600, valid_before=now + 7200)],
+        "corrupt": [hi.CERTIFICATE_TYPE + " AAAAnotbase64"],
+    }[case]
+    check = judge(served, issuer)
+    assert (check.layer, check.status) == ("hostidentity", "fail")
+    assert check.detail.startswith("host identity: ") and detail in check.detail, check.detail
+    assert fix in check.fix, check.fix
+
+
+def test_the_layer_is_skipped_for_pinned_or_uncovered_instances() -> None:
+    pinned = check_host_identity(endpoint(pinned_key=KEY, trusted_cas=(KEY,)), 1.0)
+    assert (pinned.status, pinned.detail) == ("skip", "a host key is pinned (hostKey): the hostkey layer checks it")
+    uncovered = check_host_identity(endpoint(), 1.0)
+    assert uncovered.status == "skip" and "covers [127.0.0.1]:40001" in uncovered.detail

@@ -8,9 +8,11 @@ import pulumi
 import pytest
 
 from components.program import build
-from ssh_gateway.core.names import ALLOCATION_TYPE, PANGOLIN_TYPE
+from ssh_gateway.core import host_identity as hi
+from ssh_gateway.core.names import ALLOCATION_TYPE, HOST_CA_TYPE, HOST_KEY_TYPE, PANGOLIN_TYPE, SECRET_TYPE
 from ssh_gateway.core.org import OrgView
 from ssh_gateway.core.settings import parse_settings
+from tests.mocks import revealed
 
 from .conftest import ASSIGNED_NODE_PORT, RecordingMocks
 
@@ -122,4 +124,151 @@ def test_components_parent_their_children(mocks: RecordingMocks) -> None:
     components = [r for r in mocks.registered if r.typ == "ssh-gateway:index:SshInstance"]
     assert sorted(r.name for r in components) == ["gpu-01", "gpu-02", "vm-01"]
     children = [r for r in mocks.registered if r.name.startswith("gpu-01-")]
-    assert sorted(r.name for r in children) == ["gpu-01-nsg-rule", "gpu-01-pangolin", "gpu-01-service"]
+    assert sorted(r.name for r in children) == [
+        "gpu-01-host-key",
+        "gpu-01-host-key-secret",
+        "gpu-01-nsg-rule",
+        "gpu-01-pangolin",
+        "gpu-01-service",
+    ]
+
+
+# --- host identity ------------------------------------------------------------------------------
+
+
+def test_each_instance_gets_a_certified_key_and_service_targets_a_secret(mocks: RecordingMocks) -> None:
+    out = run_program(settings())
+    (ca,) = mocks.of_type(HOST_CA_TYPE)
+    assert (ca.name, ca.inputs["generation"]) == ("host-ca-g1", 1)
+    [ca_entry] = out["hostCa"]
+    assert ca_entry["generation"] == 1 and ca_entry["signing"] is True
+    assert ca_entry["fingerprint"] == hi.fingerprint(ca_entry["publicKey"])
+
+    keys = {r.name: r.inputs for r in mocks.of_type(HOST_KEY_TYPE)}
+    assert sorted(keys) == ["gpu-01-host-key", "gpu-02-host-key", "vm-01-host-key"]
+    gpu01 = keys["gpu-01-host-key"]
+    # The public host and the ssh alias; never a port, so a moved port leaves the certificate alone.
+    assert gpu01["principals"] == ["ssh-gpu-01", "ssh-gpu-01.example.com"]
+    assert (gpu01["keyId"], gpu01["validDays"], gpu01["generation"]) == ("ssh-gateway/unit/gpu-01", 365, 1)
+    assert gpu01["caPublicKey"] == ca_entry["publicKey"]
+
+    # knownHosts: one CA line for every instance's names on every port.
+    assert out["knownHosts"] == (
+        f"@cert-authority ssh-*.example.com,[ssh-*.example.com]:* {ca_entry['publicKey']} "
+        "ssh-gateway host CA g1 (stack unit)"
+    )
+    # Service targets: a Secret beside the Service, with the three files sshd reads.
+    secrets = {r.inputs["metadata"]["name"]: r for r in mocks.of_type(SECRET_TYPE)}
+    assert sorted(secrets) == ["ssh-gpu-01-host-key", "ssh-gpu-02-host-key"]
+    secret = secrets["ssh-gpu-01-host-key"]
+    assert secret.name == "gpu-01-host-key-secret" and secret.inputs["type"] == "Opaque"
+    assert secret.inputs["metadata"]["namespace"] == "gpu" and "annotations" not in secret.inputs["metadata"]
+    files = revealed(secret.inputs["stringData"])
+    assert sorted(files) == sorted(hi.SECRET_KEYS)
+    public = files[hi.HOST_PUBLIC_KEY_FILE].strip()
+    assert hi.public_key_of(files[hi.HOST_KEY_FILE]) == public
+    issued = hi.verify_host_certificate(
+        files[hi.HOST_CERTIFICATE_FILE], ca_public_keys=[ca_entry["publicKey"]], principal="ssh-gpu-01.example.com"
+    )
+    assert issued.public_key == public
+    assert out["hostKeys"]["gpu-01"] == f"ssh-gpu-01.example.com,[ssh-gpu-01.example.com]:* {public}"
+
+    # The static instance: no Secret; its identity is in the secret output hostIdentities, for the operator.
+    assert sorted(out["hostIdentities"]) == ["vm-01"]
+    vm = out["hostIdentities"]["vm-01"]
+    assert hi.public_key_of(vm["privateKey"]) == vm["publicKey"] == out["hostKeys"]["vm-01"].split(" ", 1)[1]
+    hi.verify_host_certificate(vm["certificate"], ca_public_keys=[ca_entry["publicKey"]], principal="ssh-vm-01")
+
+    block = out["sshConfig"].split("Host ssh-gpu-01\n", 1)[1].split("\n\n", 1)[0]
+    assert "    UserKnownHostsFile ~/.ssh/known_hosts.d/ssh-gateway-unit\n    StrictHostKeyChecking yes" in block
+    assert "HostKeyAlias" not in out["sshConfig"]  # every instance has a name of its own
+
+
+def test_a_shared_host_name_gets_aliases_and_the_ca_line_covers_them(mocks: RecordingMocks) -> None:
+    out = run_program(settings(gateway={"hostTemplate": "gw.example.com"}))
+    patterns = out["knownHosts"].split()[1]
+    assert patterns == "gw.example.com,[gw.example.com]:*,ssh-*,[ssh-*]:*"
+    assert out["sshConfig"].count("HostKeyAlias ") == 3
+    assert "Host ssh-gpu-02\n    HostName gw.example.com\n" in out["sshConfig"]
+    assert "    HostKeyAlias ssh-gpu-02\n" in out["sshConfig"]
+    # The plain lines are under the alias, which ssh looks the key up by (without a port).
+    assert out["hostKeys"]["gpu-02"].startswith("ssh-gpu-02,[ssh-gpu-02]:* ssh-ed25519 ")
+    keys = {r.name: r.inputs["principals"] for r in mocks.of_type(HOST_KEY_TYPE)}
+    assert keys["gpu-02-host-key"] == ["gw.example.com", "ssh-gpu-02"]
+
+
+def test_a_pinned_host_key_keeps_its_plain_line_and_gets_no_issued_key(mocks: RecordingMocks) -> None:
+    pin = hi.generate_key_pair().public_key
+    instances = [
+        {"name": "gpu-01", "user": "alice"},
+        {"name": "vm-01", "target": "static", "staticHost": "10.1.2.3", "staticPort": 2200, "hostKey": pin},
+    ]
+    out = run_program(settings(instances=instances))
+    assert [r.name for r in mocks.of_type(HOST_KEY_TYPE)] == ["gpu-01-host-key"]
+    ca_line, pinned = out["knownHosts"].splitlines()
+    assert ca_line.startswith("@cert-authority ")
+    assert pinned == f"ssh-vm-01.example.com,[ssh-vm-01.example.com]:* {pin}"  # every port: survives a move
+    assert out["hostKeys"]["vm-01"] == pinned
+    assert out["hostIdentities"] == {}
+    assert out["sshConfig"].count("StrictHostKeyChecking yes") == 2
+
+
+def test_a_ca_rotation_publishes_both_and_signs_with_the_chosen_one(mocks: RecordingMocks) -> None:
+    out = run_program(settings(hostIdentity={"ca": {"generations": [1, 2], "signing": 2}, "validDays": 30}))
+    assert sorted(r.name for r in mocks.of_type(HOST_CA_TYPE)) == ["host-ca-g1", "host-ca-g2"]
+    lines = out["knownHosts"].splitlines()
+    assert [line.split()[-3] for line in lines] == ["g1", "g2"]
+    signer = {e["generation"]: e for e in out["hostCa"]}
+    assert (signer[1]["signing"], signer[2]["signing"]) == (False, True)
+    for key in mocks.of_type(HOST_KEY_TYPE):
+        assert key.inputs["caPublicKey"] == signer[2]["publicKey"] and key.inputs["validDays"] == 30
+
+
+def test_rotating_one_instance_bumps_only_its_generation(mocks: RecordingMocks) -> None:
+    instances = [{"name": "gpu-01"}, {"name": "gpu-02", "hostKeyGeneration": 2}]
+    run_program(settings(instances=instances))
+    assert {r.name: r.inputs["generation"] for r in mocks.of_type(HOST_KEY_TYPE)} == {
+        "gpu-01-host-key": 1,
+        "gpu-02-host-key": 2,
+    }
+
+
+def test_host_identity_off_issues_nothing(mocks: RecordingMocks) -> None:
+    out = run_program(settings(hostIdentity={"enabled": False}))
+    assert not mocks.of_type(HOST_CA_TYPE) and not mocks.of_type(HOST_KEY_TYPE) and not mocks.of_type(SECRET_TYPE)
+    assert (out["knownHosts"], out["hostKeys"], out["hostCa"], out["hostIdentities"]) == ("", {}, [], {})
+    # No line vouches for these instances, so their blocks do not ask for strict checking either.
+    assert "StrictHostKeyChecking" not in out["sshConfig"]
+
+
+def test_rendered_manifests_get_no_secret_and_the_identity_is_an_output(mocks: RecordingMocks) -> None:
+    instances = [{"name": "gpu-01", "nodePort": 30022}, {"name": "gpu-02", "target": "clusterIp"}]
+    raw_settings = settings(
+        instances=instances, kubernetes={"namespace": "gpu", "nodeIp": "10.0.0.4", "renderDir": "/tmp/rendered"}
+    )
+    out = run_program(raw_settings)
+    assert not mocks.of_type(SECRET_TYPE)
+    assert sorted(out["hostIdentities"]) == ["gpu-01", "gpu-02"]
+    [warning] = [w for w in raw_settings.warnings() if "renderDir" in w]
+    assert "host-key Secrets of gpu-01, gpu-02 are not rendered" in warning
+
+
+def test_skip_await_annotates_the_secret_like_the_service(mocks: RecordingMocks) -> None:
+    run_program(settings(kubernetes={"namespace": "gpu", "nodeIp": "10.0.0.4", "skipAwait": True}))
+    (service, *_) = mocks.of_type("kubernetes:core/v1:Service")
+    for secret in mocks.of_type(SECRET_TYPE):
+        assert secret.inputs["metadata"]["annotations"] == service.inputs["metadata"]["annotations"]
+        assert secret.inputs["metadata"]["annotations"]["pulumi.com/skipAwait"] == "true"
+
+
+def test_the_host_key_does_not_depend_on_port_target_or_routing(mocks: RecordingMocks) -> None:
+    def key_inputs(**instance: Any) -> dict[str, Any]:
+        mocks.registered.clear()
+        run_program(settings(instances=[{"name": "gpu-01", **instance}]))
+        (key,) = mocks.of_type(HOST_KEY_TYPE)
+        return {k: v for k, v in key.inputs.items() if k not in ("caPublicKey", "caPrivateKey")}  # a fresh mock CA
+
+    first = key_inputs()
+    assert key_inputs(port=40077) == first
+    assert key_inputs(target="clusterIp") == first
+    assert key_inputs(target="static", staticHost="10.9.9.9", staticPort=22) == first

@@ -14,6 +14,8 @@ from ssh_gateway.core.ports import PortRange
 from ssh_gateway.core.settings import (
     FirewallOff,
     FirewallOn,
+    HostIdentityOff,
+    HostIdentityOn,
     SettingsError,
     StaticInstance,
     decode_config,
@@ -118,7 +120,7 @@ def test_target_and_firewall_are_unions_tagged_by_their_field() -> None:
         ),
         (
             {"instances": [{"name": "a", "target": "static", "staticHost": "h", "staticPort": 22, "podPort": 2}]},
-            "ssh-gateway:instances[0].podPort: unknown key",
+            "ssh-gateway:instances[0].podPort: not a key of target static; it belongs to target nodePort and clusterIp",
         ),
         (
             {"firewall": {"resourceGroup": "rg", "nsgName": "n", "sourceCidrs": ["10.0.0.0/8"], "priorityBase": 4090}},
@@ -129,10 +131,87 @@ def test_target_and_firewall_are_unions_tagged_by_their_field() -> None:
             "ssh-gateway:instances[0].hostKey",
         ),
         ({"prots": {}}, "ssh-gateway:prots: unknown key; did you mean 'ports'?"),
+        # Host identity:
+        ({"hostIdentity": {"validDays": 0}}, "ssh-gateway:hostIdentity.validDays = 0"),
+        ({"hostIdentity": {"validDays": 4000}}, "ssh-gateway:hostIdentity.validDays = 4000"),
+        (
+            {"hostIdentity": {"validDay": 30}},
+            "ssh-gateway:hostIdentity.validDay: unknown key; did you mean 'validDays'?",
+        ),
+        (
+            {"hostIdentity": {"ca": {"generation": [1]}}},
+            "ssh-gateway:hostIdentity.ca.generation: unknown key; did you mean 'generations'?",
+        ),
+        ({"hostIdentity": {"ca": {"generations": []}}}, "ssh-gateway:hostIdentity.ca.generations: is empty"),
+        ({"hostIdentity": {"ca": {"generations": [0]}}}, "ssh-gateway:hostIdentity.ca.generations[0] = 0"),
+        (
+            {"hostIdentity": {"ca": {"generations": [1, 2, 1]}}},
+            "ssh-gateway:hostIdentity.ca.generations: lists 1 twice",
+        ),
+        (
+            {"hostIdentity": {"ca": {"generations": [1, 2], "signing": 3}}},
+            "ssh-gateway:hostIdentity.ca.signing: 3 is not one of hostIdentity.ca.generations [1, 2]",
+        ),
+        ({"hostIdentity": {"enabled": "maybe"}}, "ssh-gateway:hostIdentity"),
+        (
+            {"hostIdentity": {"enabled": False, "validDays": 30}},
+            "ssh-gateway:hostIdentity.validDays: not allowed with enabled: false",
+        ),
+        (
+            {
+                "instances": [
+                    {"name": "a", "target": "static", "staticHost": "h", "staticPort": 22, "hostKeyGeneration": 0}
+                ]
+            },
+            "ssh-gateway:instances[0].hostKeyGeneration = 0",
+        ),
+        (
+            {
+                "instances": [
+                    {
+                        "name": "a",
+                        "target": "static",
+                        "staticHost": "h",
+                        "staticPort": 22,
+                        "hostKeyGeneration": 2,
+                        "hostKey": "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIAi5LozFLqWuY6k4TyD1C+Oys0CW2N2WqpjyAxjMsw+d",
+                    }
+                ]
+            },
+            "ssh-gateway:instances[0].hostKeyGeneration: instance 'a' pins hostKey, so it is issued no host key",
+        ),
     ],
 )
 def test_bad_input_is_named(overrides: dict[str, Any], expected: str) -> None:
     assert expected in error(**overrides)
+
+
+def test_host_identity_defaults_and_the_signer() -> None:
+    settings = parse_settings(raw())
+    identity = settings.host_identity
+    assert isinstance(identity, HostIdentityOn)
+    assert (identity.valid_days, identity.ca.generations, identity.ca.signer) == (365, (1,), 1)
+    assert settings.instances[0].host_key_generation == 1
+    assert settings.issues_host_key(settings.instances[0]) and not settings.delivers_secret(settings.instances[0])
+    rotating = parse_settings(raw(hostIdentity={"ca": {"generations": [1, 2]}})).host_identity
+    assert isinstance(rotating, HostIdentityOn) and rotating.ca.signer == 2  # the last one, unless told
+    overlap = parse_settings(raw(hostIdentity={"ca": {"generations": [1, 2], "signing": 1}})).host_identity
+    assert isinstance(overlap, HostIdentityOn) and overlap.ca.signer == 1
+    off = parse_settings(raw(hostIdentity={"enabled": False}))
+    assert isinstance(off.host_identity, HostIdentityOff) and not off.issues_host_key(off.instances[0])
+
+
+def test_rendering_warns_that_host_key_secrets_are_not_written() -> None:
+    service = {"name": "gpu-k8s", "target": "clusterIp"}
+    pinned = {**service, "name": "gpu-pinned", "hostKey": "ssh-ed25519 " + "A" * 68}
+    rendered = parse_settings(
+        raw(ports={"range": "20000-20019"}, kubernetes={"renderDir": "/tmp/out"}, instances=[service, pinned])
+    )
+    [warning] = list(rendered.warnings())
+    assert warning.startswith("ssh-gateway:kubernetes.renderDir is set, so the host-key Secrets of gpu-k8s are not")
+    assert not rendered.delivers_secret(rendered.instances[0])
+    applied = parse_settings(raw(ports={"range": "20000-20019"}, instances=[service]))
+    assert not list(applied.warnings()) and applied.delivers_secret(applied.instances[0])
 
 
 def test_a_misspelt_pangolin_key_is_refused() -> None:

@@ -3,8 +3,9 @@
     python -m ssh_gateway.ops.doctor --stack local [--json] [--timeout 3] [--instance NAME ...]
 
 Layers, in order: the public name resolves (dns); the gateway port accepts TCP (tcp); an SSH banner comes
-back (banner); the host key is the pinned one (hostkey); and Pangolin's resource and target exist, are
-enabled and match the stack (pangolin).
+back (banner); the host certificate served is the stack CA's, for the name dialled, and valid (hostidentity,
+"host identity"); or, for an instance with a pinned hostKey, the key is the pinned one (hostkey); and
+Pangolin's resource and target exist, are enabled and match the stack (pangolin).
 """
 
 from .diagnose import diagnose

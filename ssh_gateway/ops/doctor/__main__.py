@@ -25,7 +25,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m ssh_gateway.ops.doctor",
         description="Check every instance of a stack along the ssh path and name the first broken layer: "
-        "dns, tcp, banner, hostkey, pangolin.",
+        "dns, tcp, banner, hostidentity, hostkey, pangolin.",
     )
     parser.add_argument("--stack", required=True, help="the stack whose outputs to check, e.g. local")
     parser.add_argument("--json", action="store_true", help="print the findings as JSON")

@@ -15,7 +15,19 @@ import socket
 import subprocess
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from ssh_gateway.core.host_identity import (
+    CertificateRejected,
+    HostIdentityError,
+    RejectReason,
+    certificates_in_keyscan,
+    verify_host_certificate,
+)
+from ssh_gateway.core.host_identity import fingerprint as certified_fingerprint
+from ssh_gateway.core.names import host_key_secret_name
 
 from .model import Check, Endpoint
 
@@ -23,9 +35,11 @@ __all__ = [
     "Deadline",
     "check_banner",
     "check_dns",
+    "check_host_identity",
     "check_host_key",
     "check_tcp",
     "fingerprint",
+    "judge_certificates",
     "network_checks",
 ]
 
@@ -200,21 +214,101 @@ def check_host_key(host: str, port: int, pinned: str | None, timeout: float) -> 
     )
 
 
+_IDENTITY = "host identity"
+"""How the doctor names the `hostidentity` layer to a user."""
+
+_FIXES: dict[RejectReason, str] = {
+    "ca": "the sshd serves a certificate from another CA: after a CA rotation the pod still mounts a stale "
+    "Secret (restart it) or the static host an old file (install it again from hostIdentities); if the stack's "
+    "CA was rotated without overlap, copy the stack's knownHosts output again; else another stack's sshd answers",
+    "principal": "the certificate is not for this name: run `pulumi up` to re-issue it for the instance's names, "
+    "then restart the pod (or send sshd SIGHUP); if that does not help, another instance's sshd answers on this "
+    "port (check the Pangolin target)",
+    "expired": "the certificate expired: run `pulumi up` (it re-issues one with a third of its validity left), then "
+    "restart the pod or send sshd SIGHUP; run `up` at least that often",
+    "not-yet-valid": "the certificate is not valid yet: check this machine's clock (and the host's)",
+    "malformed": "the served certificate is corrupt or not a host certificate: run `pulumi up` to re-create the "
+    "Secret, then restart the pod",
+}
+
+
+def judge_certificates(
+    certificates: Sequence[str], *, instance: str, ca_public_keys: Sequence[str], principal: str, now: int | None = None
+) -> Check:
+    """The hostidentity verdict on the certificates an endpoint served, as ssh would check them."""
+    if not certificates:
+        return Check(
+            "hostidentity",
+            "fail",
+            f"{_IDENTITY}: the sshd serves no host certificate, so ssh with the stack's CA line refuses it",
+            f"mount the Secret {host_key_secret_name(instance)} in the pod and serve it with the `HostKey` and "
+            "`HostCertificate` lines (docs/host-identity.md); for a static instance install its files from the "
+            "stack's hostIdentities output",
+        )
+    rejected: list[CertificateRejected] = []
+    for certificate in certificates:
+        try:
+            verified = verify_host_certificate(certificate, ca_public_keys=ca_public_keys, principal=principal, now=now)
+        except CertificateRejected as exc:
+            rejected.append(exc)
+            continue
+        except HostIdentityError as exc:
+            rejected.append(CertificateRejected(str(exc), reason="malformed"))
+            continue
+        until = datetime.fromtimestamp(verified.valid_before, UTC).strftime("%Y-%m-%d")
+        return Check(
+            "hostidentity",
+            "ok",
+            f"certificate of {verified.fingerprint} for {principal}, signed by the stack's CA "
+            f"{certified_fingerprint(verified.ca_public_key)}, valid until {until}",
+        )
+    first = rejected[0]
+    return Check("hostidentity", "fail", f"{_IDENTITY}: {first}", _FIXES[first.reason])
+
+
+def check_host_identity(endpoint: Endpoint, timeout: float) -> Check:
+    """The certificate the endpoint serves is the stack's: signed by one of the CAs whose lines cover the
+    instance, for the name ssh checks (its HostKeyAlias, else its host), and valid now. Skipped for an instance
+    with a pinned key (the hostkey layer checks that) and for one no CA line covers."""
+    if endpoint.pinned_key:
+        return Check("hostidentity", "skip", "a host key is pinned (hostKey): the hostkey layer checks it")
+    if not endpoint.trusted_cas:
+        return Check(
+            "hostidentity", "skip", f"no @cert-authority line of the stack's knownHosts covers {endpoint.lookup}"
+        )
+    keyscan = shutil.which("ssh-keyscan")
+    if keyscan is None:
+        return Check("hostidentity", "warn", "ssh-keyscan is not installed (openssh-client): certificate not checked")
+    host, port = endpoint.host, endpoint.port
+    argv = [keyscan, "-c", "-T", str(math.ceil(timeout)), "-p", str(port), host]
+    try:
+        result = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)  # noqa: S603
+    except subprocess.TimeoutExpired:
+        return Check("hostidentity", "warn", f"ssh-keyscan -c of {host}:{port} did not finish within {timeout:.1f}s")
+    return judge_certificates(
+        certificates_in_keyscan(result.stdout),
+        instance=endpoint.instance,
+        ca_public_keys=endpoint.trusted_cas,
+        principal=endpoint.principal,
+    )
+
+
 def network_checks(endpoint: Endpoint, timeout: float) -> list[Check]:
-    """DNS, TCP, banner and host key of one endpoint, in that order, within `timeout` seconds in all."""
+    """DNS, TCP, banner, host identity and host key of one endpoint, in that order, within `timeout` seconds."""
     deadline = Deadline.after(timeout)
     host, port = endpoint.host, endpoint.port
     dns, addresses = check_dns(host, port, deadline.remaining())
     if dns.status != "ok":
-        return [dns, *_not_reached("tcp", "banner", "hostkey")]
+        return [dns, *_not_reached("tcp", "banner", "hostidentity", "hostkey")]
     tcp, sock = check_tcp(host, addresses, port, deadline.remaining())
     if sock is None:
-        return [dns, tcp, *_not_reached("banner", "hostkey")]
+        return [dns, tcp, *_not_reached("banner", "hostidentity", "hostkey")]
     with sock:
         banner = check_banner(sock, f"{host}:{port}", deadline.remaining())
     if banner.status != "ok":
-        return [dns, tcp, banner, *_not_reached("hostkey")]
-    return [dns, tcp, banner, check_host_key(host, port, endpoint.pinned_key, deadline.remaining())]
+        return [dns, tcp, banner, *_not_reached("hostidentity", "hostkey")]
+    identity = check_host_identity(endpoint, deadline.remaining())
+    return [dns, tcp, banner, identity, check_host_key(host, port, endpoint.pinned_key, deadline.remaining())]
 
 
 def _not_reached(*layers: str) -> list[Check]:

@@ -6,15 +6,17 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from ssh_gateway.core.names import pangolin_resource_name
+from ssh_gateway.core.names import pangolin_resource_name, ssh_alias
+from ssh_gateway.core.trust import lookup_key, parse_known_hosts
 
-__all__ = ["LAYERS", "Check", "Endpoint", "InstanceReport", "Status", "endpoints_from_outputs", "parse_known_hosts"]
+__all__ = ["LAYERS", "Check", "Endpoint", "InstanceReport", "Status", "endpoints_from_outputs", "host_key_aliases"]
 
 Status = Literal["ok", "fail", "warn", "skip"]
 """ok: passed; fail: this layer is broken; warn: could not be checked; skip: not reached or not applicable."""
 
-LAYERS = ("dns", "tcp", "banner", "hostkey", "pangolin")
-"""The checks, in the order they run: along the path from the client to sshd, then Pangolin's own view."""
+LAYERS = ("dns", "tcp", "banner", "hostidentity", "hostkey", "pangolin")
+"""The checks, in the order they run: along the path from the client to sshd, then Pangolin's own view.
+`hostidentity` checks an issued certificate, `hostkey` a pinned key; an instance has one or the other."""
 
 
 @dataclass(frozen=True)
@@ -44,6 +46,20 @@ class Endpoint:
     """`ssh-ed25519 AAAA...` from the stack's `knownHosts`, when a host key is pinned."""
     expected_name: str
     """The Pangolin resource name the stack gives this instance."""
+    host_key_alias: str | None = None
+    """The `HostKeyAlias` of the instance's ssh config block: the name its certificate must carry."""
+    trusted_cas: tuple[str, ...] = ()
+    """The CA keys of the stack's `@cert-authority` lines that cover the instance, as ssh looks them up."""
+
+    @property
+    def lookup(self) -> str:
+        """What ssh searches known_hosts for: the alias, else `[host]:port`."""
+        return lookup_key(self.host, self.port, self.host_key_alias)
+
+    @property
+    def principal(self) -> str:
+        """The name ssh matches the certificate's principals against: the alias, else the host."""
+        return self.host_key_alias or self.host
 
 
 @dataclass(frozen=True)
@@ -72,29 +88,34 @@ class InstanceReport:
         return next(c for c in self.checks if c.layer == layer)
 
 
-def parse_known_hosts(text: str) -> dict[tuple[str, int], str]:
-    """`[host]:port keytype base64` (or `host keytype base64`, port 22) lines -> {(host, port): "keytype base64"}."""
-    pins: dict[tuple[str, int], str] = {}
-    for line in text.splitlines():
+def host_key_aliases(ssh_config: str) -> dict[str, str]:
+    """`Host` alias -> its `HostKeyAlias`, from the stack's `sshConfig` output (one block per instance)."""
+    aliases: dict[str, str] = {}
+    host = None
+    for line in ssh_config.splitlines():
         fields = line.split()
-        if len(fields) < 3 or line.startswith("#"):
-            continue
-        where, key = fields[0], f"{fields[1]} {fields[2]}"
-        if where.startswith("["):
-            host, _, port = where[1:].partition("]:")
-            pins[(host, int(port))] = key
-        else:
-            pins[(where, 22)] = key
-    return pins
+        if len(fields) == 2 and fields[0].lower() == "host":
+            host = fields[1]
+        elif len(fields) == 2 and fields[0].lower() == "hostkeyalias" and host is not None:
+            aliases[host] = fields[1]
+    return aliases
 
 
 def endpoints_from_outputs(outputs: Mapping[str, Any], *, project: str, stack: str) -> list[Endpoint]:
-    """The instances of a stack from its outputs (`endpoints`, `knownHosts`), in name order."""
-    pins = parse_known_hosts(str(outputs.get("knownHosts") or ""))
+    """The instances of a stack from its outputs (`endpoints`, `knownHosts`, `sshConfig`), in name order.
+
+    Each one's pinned key and trusted CAs are the `knownHosts` lines that ssh, using the instance's ssh config
+    block, would look up for it.
+    """
+    known_hosts = parse_known_hosts(str(outputs.get("knownHosts") or ""))
+    aliases = host_key_aliases(str(outputs.get("sshConfig") or ""))
     endpoints = []
     for name, ep in sorted(dict(outputs.get("endpoints") or {}).items()):
         host, port = str(ep["host"]), int(ep["port"])
         resource_id = ep.get("pangolinResourceId")
+        alias = aliases.get(ssh_alias(name))
+        lookup = lookup_key(host, port, alias)
+        matching = [entry for entry in known_hosts if entry.matches(lookup)]
         endpoints.append(
             Endpoint(
                 instance=name,
@@ -102,8 +123,10 @@ def endpoints_from_outputs(outputs: Mapping[str, Any], *, project: str, stack: s
                 port=port,
                 user=str(ep.get("user", "")),
                 resource_id=int(resource_id) if resource_id is not None else None,
-                pinned_key=pins.get((host, port)),
+                pinned_key=next((e.key for e in matching if not e.marker), None),
                 expected_name=pangolin_resource_name(project, stack, name),
+                host_key_alias=alias,
+                trusted_cas=tuple(e.key for e in matching if e.marker == "@cert-authority"),
             )
         )
     return endpoints

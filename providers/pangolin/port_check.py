@@ -1,0 +1,96 @@
+"""`PortCheckProvider`: after a run's creates, make sure none of the stack's ports is bound twice.
+
+Two stacks (or two runs) sharing an org and a range can each bind one port between the other's listing and its
+own creates: Pangolin accepts duplicates and has no call that claims a port atomically. So, once per run and
+after every Pangolin resource of the stack (it depends on all of them), this step lists the org once and
+applies the lowest-id rule (`ssh_gateway.core.org`): each of the stack's resources that shares its port with an
+older enabled resource of another owner never served that port, and is disabled at once, so that the port is
+bound once when the run ends. The run then fails, naming both owners; the next `pulumi up` moves those
+instances to free ports (the allocator's `contest`) and enables them again.
+
+It runs when the stack's ports (instance -> port, known at preview) change, i.e. when this run creates or moves
+a resource: a conflict needs a new binding, and the newer binding's run is the one that sees both. The stack's
+resources are found in the listing by their names (`<project>/<stack>/<instance>`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from pulumi.dynamic import CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
+from pulumi.runtime.rpc import UNKNOWN
+
+from ssh_gateway.core.org import Conflict, losers
+
+from .client import PangolinClient
+from .credentials import ApiKeyFromConfig
+from .errors import PangolinConflict
+from .org import org_view
+from .policy import DEFAULT_POLICY, HttpPolicy
+
+__all__ = ["CHECK_ID", "PortCheckProvider"]
+
+CHECK_ID: Final = "port-check"
+_KEYS: Final = ("apiUrl", "orgId", "ownerPrefix", "ports")
+
+
+def _has_unknowns(value: Any) -> bool:
+    if isinstance(value, dict):
+        return any(_has_unknowns(v) for v in value.values())
+    return bool(value == UNKNOWN)
+
+
+class PortCheckProvider(ApiKeyFromConfig, ResourceProvider):
+    """Inputs: `apiUrl`, `orgId`, `ownerPrefix`, `ports` (instance -> port). Holds nothing in Pangolin."""
+
+    serialize_as_secret_always = False
+
+    def __init__(self, *, policy: HttpPolicy = DEFAULT_POLICY) -> None:
+        super().__init__()
+        self._policy = policy
+
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+        changed = [k for k in _KEYS if olds.get(k) != news.get(k) or _has_unknowns(news.get(k))]
+        return DiffResult(changes=bool(changed), replaces=[], delete_before_replace=False)
+
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        self._verify(props)
+        return CreateResult(CHECK_ID, props)
+
+    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        self._verify(news)
+        return UpdateResult(news)
+
+    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        # Nothing of its own lives in Pangolin: refresh keeps the last check as it is.
+        return ReadResult(id_, props, {k: v for k, v in props.items() if k != "__provider"})
+
+    def delete(self, _id: str, _props: dict[str, Any]) -> None:
+        """Nothing to delete."""
+
+    def _verify(self, props: dict[str, Any]) -> None:
+        """One listing; disable each of the stack's resources that an older one outranks; fail naming them."""
+        prefix = str(props.get("ownerPrefix", ""))
+        ports = {f"{prefix}{instance}": int(port) for instance, port in (props.get("ports") or {}).items()}
+        if not ports:
+            return
+        with PangolinClient(str(props["apiUrl"]), self.api_key(), policy=self._policy) as client:
+            org = org_view(client.list_all_resources(str(props["orgId"])))
+            conflicts = losers([b for b in org.bindings if ports.get(b.name) == b.port], org)
+            for conflict in conflicts:
+                client.update_resource(conflict.loser.resource_id, enabled=False)
+        if conflicts:
+            raise PangolinConflict(_message(conflicts, prefix), call="GET /org/{orgId}/resources")
+
+
+def _message(conflicts: list[Conflict], prefix: str) -> str:
+    each = "; ".join(
+        f"port {c.port}: {c.owner.describe()} (older, keeps it) and this stack's {c.loser.describe()} (disabled)"
+        for c in conflicts
+    )
+    moved = ", ".join(f"'{c.loser.name.removeprefix(prefix)}'" for c in conflicts)
+    return (
+        f"{len(conflicts)} port(s) were bound by another owner while this run bound them too (overlapping runs "
+        f"on one org and range): {each}. The lowest resource id keeps a port, so each port is bound once now. "
+        f"Run `pulumi up` again: it moves {moved} to free ports"
+    )

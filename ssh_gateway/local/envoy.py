@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ssh_gateway.core.connect import HCM_FILTER, HCM_TYPE
+from ssh_gateway.core.connect import HCM_FILTER, HCM_TYPE, ROUTER_FILTER, ROUTER_TYPE
 from ssh_gateway.ops.toolchain import toolchain_binary
 
 from .pidfile import PidFile
@@ -62,7 +62,6 @@ HELPER_KEY = "SSH_GATEWAY_ISTIO_ENVOYFILTER"
 """The .toolchain.env key scripts/bootstrap writes the Go helper's path under."""
 ROUTE_TYPE = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
 _PROBLEM = re.compile(r"\]\[(warning|error|critical)\]")
-ROUTER_TYPE = "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"
 
 WEB_VIRTUAL_HOST: dict[str, Any] = {
     # What istiod makes of a VirtualService for web.example.com bound to the same gateway port: name host:port,
@@ -133,7 +132,7 @@ def gateway_listener(port: int, *, rds_path: Path, stream_idle_timeout: float | 
                 "resource_api_version": "V3",
             },
         },
-        "http_filters": [{"name": "envoy.filters.http.router", "typed_config": {"@type": ROUTER_TYPE}}],
+        "http_filters": [{"name": ROUTER_FILTER, "typed_config": {"@type": ROUTER_TYPE}}],
     }
     return {
         "name": f"0.0.0.0_{port}",

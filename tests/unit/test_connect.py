@@ -5,19 +5,28 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+import yaml
 
 from ssh_gateway.core.connect import (
     HCM_FILTER,
     HCM_TYPE,
+    ROUTER_TYPE,
     ConnectGateway,
     ConnectInstance,
+    EnvoyRoute,
+    ServiceUpstream,
+    StandaloneEnvoy,
     connect_authority,
     connect_cluster,
     connect_domains,
     connect_manifests,
+    connect_virtual_host,
+    envoy_bootstrap,
+    envoy_bootstrap_yaml,
     gateway_connect_filter,
     instance_route_filter,
 )
+from ssh_gateway.core.targets import StaticTarget
 
 pytestmark = pytest.mark.unit
 
@@ -151,3 +160,77 @@ def test_prefixed_selector_keys_are_labels() -> None:
     assert gateway.selector["app.kubernetes.io/name"] == "istio-ingressgateway"
     with pytest.raises(ValueError, match=r"selector key 'Bad_Prefix/name'"):
         ConnectGateway({"Bad_Prefix/name": "x"}, 8080)
+
+
+# --- a standalone Envoy's bootstrap (connect.gateway.kind: envoy) -------------------------------------------------
+
+STATIC = ConnectInstance("gpu-s", "demo")
+SERVICE = ConnectInstance("gpu-k", "demo")
+ROUTES = [EnvoyRoute(STATIC, StaticTarget(host="127.0.0.1", port=2225)), EnvoyRoute(SERVICE, ServiceUpstream())]
+
+
+def the_hcm(bootstrap: dict[str, Any]) -> dict[str, Any]:
+    [listener] = bootstrap["static_resources"]["listeners"]
+    [chain] = listener["filter_chains"]
+    [hcm] = chain["filters"]
+    assert hcm["name"] == HCM_FILTER
+    return dict(hcm["typed_config"])
+
+
+def test_the_virtual_host_is_one_definition_for_istio_and_envoy() -> None:
+    filter_value = only_patch(instance_route_filter(GATEWAY, SERVICE))["patch"]["value"]
+    hcm = the_hcm(envoy_bootstrap(StandaloneEnvoy(listener_port=20080), ROUTES))
+    assert filter_value == connect_virtual_host(SERVICE)
+    assert hcm["route_config"]["virtual_hosts"] == [connect_virtual_host(STATIC), connect_virtual_host(SERVICE)]
+    assert connect_virtual_host(SERVICE)["domains"] == connect_domains(SERVICE.authority)
+
+
+def test_the_bootstrap_is_one_connect_listener_without_admin() -> None:
+    bootstrap = envoy_bootstrap(StandaloneEnvoy(listener_port=20080, listen_address="127.0.0.1"), ROUTES)
+    assert set(bootstrap) == {"static_resources"}  # no admin interface to expose
+    [listener] = bootstrap["static_resources"]["listeners"]
+    assert listener["address"] == {"socket_address": {"address": "127.0.0.1", "port_value": 20080}}
+    hcm = the_hcm(bootstrap)
+    assert hcm["@type"] == HCM_TYPE
+    assert hcm["upgrade_configs"] == [{"upgrade_type": "CONNECT"}]
+    assert hcm["http2_protocol_options"] == {"allow_connect": True}
+    assert hcm["stream_idle_timeout"] == "300s"
+    assert "http_protocol_options" not in hcm  # HTTP/1.0 off: Envoy answers nc -X connect 426
+    assert [f["typed_config"]["@type"] for f in hcm["http_filters"]] == [ROUTER_TYPE]
+
+
+def test_accept_http10_is_turned_on_in_the_bootstrap() -> None:
+    hcm = the_hcm(envoy_bootstrap(StandaloneEnvoy(listener_port=1, accept_http10=True, stream_idle_timeout=90), []))
+    assert hcm["http_protocol_options"] == {"accept_http_10": True}
+    assert hcm["stream_idle_timeout"] == "90s"
+
+
+def test_clusters_per_target_kind() -> None:
+    named = EnvoyRoute(ConnectInstance("gpu-n", "demo"), StaticTarget(host="vm-7.internal", port=22))
+    clusters = {
+        c["name"]: c
+        for c in envoy_bootstrap(StandaloneEnvoy(listener_port=1), [*ROUTES, named])["static_resources"]["clusters"]
+    }
+
+    def where(cluster: dict[str, Any]) -> tuple[str, str, int]:
+        [endpoints] = cluster["load_assignment"]["endpoints"]
+        [lb] = endpoints["lb_endpoints"]
+        address = lb["endpoint"]["address"]["socket_address"]
+        return cluster["type"], address["address"], address["port_value"]
+
+    assert sorted(clusters) == sorted(connect_cluster(r.instance.authority) for r in [*ROUTES, named])
+    assert where(clusters[connect_cluster(STATIC.authority)]) == ("STATIC", "127.0.0.1", 2225)
+    # The Service by its cluster DNS name, resolved by an Envoy in the cluster; a static host by name likewise.
+    assert where(clusters[connect_cluster(SERVICE.authority)]) == ("STRICT_DNS", SERVICE.authority, 22)
+    assert where(clusters[connect_cluster("ssh-gpu-n.demo.svc.cluster.local")]) == ("STRICT_DNS", "vm-7.internal", 22)
+
+
+def test_a_repeated_authority_is_refused_in_the_bootstrap() -> None:
+    with pytest.raises(ValueError, match=r"CONNECT authority 'ssh-gpu-s.demo.svc.cluster.local' is used by two"):
+        envoy_bootstrap(StandaloneEnvoy(listener_port=1), [ROUTES[0], ROUTES[0]])
+
+
+def test_the_yaml_is_the_bootstrap() -> None:
+    text = envoy_bootstrap_yaml(StandaloneEnvoy(listener_port=20080), ROUTES)
+    assert text.startswith("# ssh-gateway: ")
+    assert yaml.safe_load(text) == envoy_bootstrap(StandaloneEnvoy(listener_port=20080), ROUTES)

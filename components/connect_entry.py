@@ -1,9 +1,10 @@
 """`ConnectEntry`: the stack's one CONNECT entry, through which every connect-mode instance is reached.
 
-Children: the gateway EnvoyFilter that turns CONNECT (and, if asked, HTTP/1.0) on in the ingress gateway's
-listener (`ssh_gateway.core.connect.gateway_connect_filter`; none when there is nothing to turn on), and the
-public way in. Through Pangolin: one raw TCP resource on the CONNECT port whose target is the gateway's Service,
-and one NSG rule for that port. Directly (the gateway's own LoadBalancer): nothing, only the address.
+Children: on an Istio gateway, the EnvoyFilter that turns CONNECT (and, if asked, HTTP/1.0) on in the ingress
+gateway's listener (`ssh_gateway.core.connect.gateway_connect_filter`; none when there is nothing to turn on; a
+standalone Envoy has that in the stack's `envoyConfig` output instead), and the public way in. Through Pangolin:
+one raw TCP resource on the CONNECT port whose target is the gateway (its Service, or the standalone Envoy's
+listener), and one NSG rule for that port. Directly (the gateway's own LoadBalancer): nothing, only the address.
 """
 
 from __future__ import annotations
@@ -15,7 +16,14 @@ import pulumi_azure_native as azure_native
 import pulumi_kubernetes as k8s
 
 from providers.pangolin import PangolinTcpResource, PangolinTcpResourceArgs
-from ssh_gateway.core.connect import ENVOY_FILTER_API, ConnectGateway, Entry, PangolinEntry, gateway_connect_filter
+from ssh_gateway.core.connect import (
+    ENVOY_FILTER_API,
+    ConnectGateway,
+    Entry,
+    PangolinEntry,
+    StandaloneEnvoy,
+    gateway_connect_filter,
+)
 from ssh_gateway.core.firewall import source_fields
 from ssh_gateway.core.names import CONNECT_ENTRY_TYPE, CONNECT_RULE_NAME, Role, child_name
 from ssh_gateway.core.targets import SKIP_AWAIT_ANNOTATIONS
@@ -29,8 +37,9 @@ __all__ = ["ConnectEntry", "ConnectEntryArgs"]
 class ConnectEntryArgs:
     """The gateway that terminates CONNECT and how the public reaches it."""
 
-    gateway: ConnectGateway
-    """The Istio ingress gateway (its pods' labels, listener port, namespace, CONNECT and HTTP/1.0 options)."""
+    gateway: ConnectGateway | StandaloneEnvoy
+    """The Istio ingress gateway (its pods' labels, listener port, namespace, CONNECT and HTTP/1.0 options), or a
+    standalone Envoy (nothing to register: its config is a stack output)."""
     entry: Entry
     """Through Pangolin (a resource to create) or directly (an address to publish)."""
     pangolin: PangolinTargetArgs
@@ -80,6 +89,8 @@ class ConnectEntry(pulumi.ComponentResource):
         self.register_outputs({"host": self.host, "port": self.port, "pangolin_resource_id": self.pangolin_resource_id})
 
     def _create_gateway_filter(self, name: str, args: ConnectEntryArgs) -> None:
+        if not isinstance(args.gateway, ConnectGateway):
+            return
         manifest = gateway_connect_filter(args.gateway)
         if manifest is None:  # CONNECT already on (enableConnect: false) and no HTTP/1.0 to turn on
             return

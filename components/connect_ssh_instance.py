@@ -1,10 +1,11 @@
 """`ConnectSshInstance`: one instance with routing `connect`, reached through the stack's CONNECT entry.
 
-Children: the ClusterIP Service `ssh-<instance>` in front of the pod's sshd, the EnvoyFilter that adds the
-instance's virtual host (CONNECT to its authority -> the Service's port 22) to the gateway's route configuration
-(`ssh_gateway.core.connect.instance_route_filter`), and - unless a host key is pinned - its issued host key and
-the Secret the pod mounts it from (`components.host_identity`, as for a port-mode instance). No public port, no
-Pangolin resource, no NSG rule: those are the stack's one `ConnectEntry`.
+Children: the ClusterIP Service `ssh-<instance>` in front of the pod's sshd (not for a static target), behind an
+Istio gateway the EnvoyFilter that adds the instance's virtual host (CONNECT to its authority -> the Service's port
+22) to the gateway's route configuration (`ssh_gateway.core.connect.instance_route_filter`), and - unless a host
+key is pinned - its issued host key and the Secret the pod mounts it from (`components.host_identity`, as for a
+port-mode instance). Behind a standalone Envoy the same virtual host is in the stack's `envoyConfig` output
+instead. No public port, no Pangolin resource, no NSG rule: those are the stack's one `ConnectEntry`.
 """
 
 from __future__ import annotations
@@ -20,14 +21,16 @@ from ssh_gateway.core.connect import (
     ConnectGateway,
     ConnectInstance,
     Entry,
+    StandaloneEnvoy,
     connect_ssh_config,
+    connect_virtual_host,
     instance_filter_name,
     instance_route_filter,
     proxytunnel_command,
 )
 from ssh_gateway.core.host_identity import ssh_config_identity_lines
 from ssh_gateway.core.names import COMPONENT_TYPE, CONNECT_INSTANCE_TYPE, Role, child_name, ssh_alias
-from ssh_gateway.core.targets import SKIP_AWAIT_ANNOTATIONS, ServiceSpec
+from ssh_gateway.core.targets import SKIP_AWAIT_ANNOTATIONS, ServiceSpec, StaticTarget
 from ssh_gateway.core.trust import plain_line
 
 from .host_identity import HostIdentityArgs, issue_host_identity
@@ -47,12 +50,14 @@ class ConnectSshInstanceArgs:
     """The instance's name (a DNS label)."""
     user: str
     """The login user."""
-    service: ServiceSpec
-    """The ClusterIP Service `ssh-<instance>` in front of the pod's sshd."""
+    target: ServiceSpec | StaticTarget
+    """Where the gateway reaches the sshd: the ClusterIP Service `ssh-<instance>` in front of the pod, or a static
+    host:port (only behind a standalone Envoy)."""
     route: ConnectInstance
     """The instance as the gateway routes to it (its authority)."""
-    gateway: ConnectGateway
-    """The ingress gateway whose route configuration gets the instance's virtual host."""
+    gateway: ConnectGateway | StandaloneEnvoy
+    """The Istio ingress gateway whose route configuration gets the instance's virtual host, or the standalone
+    Envoy that has it in the stack's `envoyConfig` (nothing to register here)."""
     entry: Entry
     """The stack's public CONNECT entry (host and port for the ProxyCommand)."""
     server_alive_interval: int
@@ -67,12 +72,14 @@ class ConnectSshInstanceArgs:
 
 
 class ConnectSshInstance(pulumi.ComponentResource):
-    """An instance reachable with `ssh ssh-<instance>` through the CONNECT entry: Service and EnvoyFilter."""
+    """An instance reachable with `ssh ssh-<instance>` through the CONNECT entry: Service and EnvoyFilter (each
+    where there is one)."""
 
     authority: pulumi.Output[str]
     """`ssh-<instance>.<namespace>.svc.<domain>`: the ssh HostName, sent as the CONNECT authority."""
     route: pulumi.Output[str]
-    """Its EnvoyFilter, `<gateway namespace>/<name>`: where to look when the gateway has no route for it."""
+    """Where its route is, for when the gateway has none: its EnvoyFilter `<gateway namespace>/<name>`, or its
+    virtual host in the standalone Envoy's config, `envoyConfig/<virtual host>`."""
     user: pulumi.Output[str]
     ssh_command: pulumi.Output[str]
     ssh_config: pulumi.Output[str]
@@ -88,36 +95,31 @@ class ConnectSshInstance(pulumi.ComponentResource):
         # The alias lets an instance switch from routing port to connect: its Service keeps its URN (updated in
         # place, not created beside the old one under the same Kubernetes name while that still exists).
         alias = pulumi.ResourceOptions(aliases=[pulumi.Alias(type_=COMPONENT_TYPE)])
+        gateway, target = args.gateway, args.target
+        if isinstance(gateway, ConnectGateway) and isinstance(target, StaticTarget):
+            raise ValueError(f"instance {args.instance!r}: an Istio gateway routes only to Services, not to {target}")
         super().__init__(CONNECT_INSTANCE_TYPE, name, None, pulumi.ResourceOptions.merge(opts, alias))
-        service = self._create_service(name, args)
-        manifest = instance_route_filter(args.gateway, args.route)
-        # After the Service: the route sends traffic only where something can answer (else 503), and destroy
-        # removes the route before the Service.
-        k8s.apiextensions.CustomResource(
-            child_name(name, Role.ROUTE),
-            api_version=ENVOY_FILTER_API,
-            kind="EnvoyFilter",
-            metadata=k8s.meta.v1.ObjectMetaArgs(
-                name=manifest["metadata"]["name"],
-                namespace=manifest["metadata"]["namespace"],
-                labels=manifest["metadata"]["labels"],
-                annotations=SKIP_AWAIT_ANNOTATIONS if args.service.skip_await else None,
-            ),
-            spec=manifest["spec"],
-            opts=pulumi.ResourceOptions(parent=self, depends_on=[service]),
-        )
+        if isinstance(target, ServiceSpec):
+            service = self._create_service(name, args.instance, target)
+            if isinstance(gateway, ConnectGateway):
+                self._create_route(name, gateway, args.route, service, skip_await=target.skip_await)
 
         alias_name = ssh_alias(args.instance)
         # Every connect-mode instance shares the entry's address: ssh looks its key up under the HostKeyAlias.
         pinned = pulumi.Output.from_input(plain_line(alias_name, args.host_key) if args.host_key else "")
         identity = args.host_identity
+        service_spec = target if isinstance(target, ServiceSpec) else None
         issued = (
-            issue_host_identity(self, name, args.instance, identity, alias_name, args.service) if identity else None
+            issue_host_identity(self, name, args.instance, identity, alias_name, service_spec) if identity else None
         )
         authority = args.route.authority
         proxy = proxytunnel_command(args.entry.host, args.entry.port)
         self.authority = pulumi.Output.from_input(authority)
-        self.route = pulumi.Output.from_input(f"{args.gateway.namespace}/{instance_filter_name(args.route)}")
+        if isinstance(gateway, ConnectGateway):
+            route = f"{gateway.namespace}/{instance_filter_name(args.route)}"
+        else:
+            route = f"envoyConfig/{connect_virtual_host(args.route)['name']}"
+        self.route = pulumi.Output.from_input(route)
         self.user = pulumi.Output.from_input(args.user)
         self.ssh_command = pulumi.Output.from_input(
             f'ssh -o "ProxyCommand={proxy}" -o HostKeyAlias={alias_name} {args.user}@{authority}'
@@ -150,14 +152,39 @@ class ConnectSshInstance(pulumi.ComponentResource):
             }
         )
 
-    def _create_service(self, name: str, args: ConnectSshInstanceArgs) -> k8s.core.v1.Service:
-        spec = args.service
+    def _create_route(
+        self,
+        name: str,
+        gateway: ConnectGateway,
+        route: ConnectInstance,
+        service: k8s.core.v1.Service,
+        *,
+        skip_await: bool,
+    ) -> None:
+        manifest = instance_route_filter(gateway, route)
+        # After the Service: the route sends traffic only where something can answer (else 503), and destroy
+        # removes the route before the Service.
+        k8s.apiextensions.CustomResource(
+            child_name(name, Role.ROUTE),
+            api_version=ENVOY_FILTER_API,
+            kind="EnvoyFilter",
+            metadata=k8s.meta.v1.ObjectMetaArgs(
+                name=manifest["metadata"]["name"],
+                namespace=manifest["metadata"]["namespace"],
+                labels=manifest["metadata"]["labels"],
+                annotations=SKIP_AWAIT_ANNOTATIONS if skip_await else None,
+            ),
+            spec=manifest["spec"],
+            opts=pulumi.ResourceOptions(parent=self, depends_on=[service]),
+        )
+
+    def _create_service(self, name: str, instance: str, spec: ServiceSpec) -> k8s.core.v1.Service:
         return k8s.core.v1.Service(
             child_name(name, Role.SERVICE),
             metadata=k8s.meta.v1.ObjectMetaArgs(
                 name=spec.name,
                 namespace=spec.namespace,
-                labels={"app.kubernetes.io/managed-by": "ssh-gateway", "ssh-gateway/instance": args.instance},
+                labels={"app.kubernetes.io/managed-by": "ssh-gateway", "ssh-gateway/instance": instance},
                 annotations=SKIP_AWAIT_ANNOTATIONS if spec.skip_await else None,
             ),
             spec=k8s.core.v1.ServiceSpecArgs(

@@ -21,7 +21,7 @@ from providers.pangolin.errors import PangolinError
 from providers.pangolin.org import read_org
 from providers.pangolin.port_check_resource import PortCheck, PortCheckArgs
 from providers.port_allocation.resource import PortAllocation, PortAllocationArgs
-from ssh_gateway.core.connect import PangolinEntry
+from ssh_gateway.core.connect import PangolinEntry, StandaloneEnvoy, envoy_bootstrap_yaml
 from ssh_gateway.core.credentials import find_api_key
 from ssh_gateway.core.firewall import connect_priority, nsg_priority
 from ssh_gateway.core.host_identity import cert_authority_lines
@@ -37,6 +37,7 @@ from ssh_gateway.core.org import OrgView
 from ssh_gateway.core.settings import (
     Connect,
     ConnectModeInstance,
+    EnvoyGatewaySettings,
     FirewallOn,
     HostIdentityOn,
     Instance,
@@ -46,7 +47,6 @@ from ssh_gateway.core.settings import (
     decode_config,
     parse_settings,
 )
-from ssh_gateway.core.targets import StaticTarget
 from ssh_gateway.core.trust import (
     ca_comment,
     ca_patterns,
@@ -170,6 +170,11 @@ def build(settings: Settings, *, org: OrgView, project: str, stack: str) -> dict
         }
         endpoints.update({name: _connect_endpoint(i, entry) for name, i in by_connect.items()})
         outputs["connect"] = _connect_output(settings.connect, entry)
+        gateway = settings.connect_gateway()
+        if isinstance(gateway, StandaloneEnvoy) and by_connect:
+            # The operator's Envoy runs exactly this (README, CONNECT routing): `envoy -c <(pulumi stack output
+            # envoyConfig)`. Pure config from the settings, so a preview shows it too.
+            outputs["envoyConfig"] = envoy_bootstrap_yaml(gateway, settings.envoy_routes())
     # The settings order, whatever the routing (the settings refuse connect-mode instances without `connect`).
     instances: dict[str, SshInstance | ConnectSshInstance] = {
         i.name: by_port.get(i.name) or by_connect[i.name] for i in settings.instances
@@ -250,6 +255,16 @@ def _gateway_output(settings: Settings, *, publish_range: bool) -> dict[str, obj
 def _connect_output(connect: Connect, entry: ConnectEntry) -> dict[str, pulumi.Input[object]]:
     """The stack's CONNECT entry, for the doctor and for people: how it is reached and which gateway it is."""
     gateway = connect.gateway
+    described: dict[str, object] = {"kind": gateway.kind, "listenerPort": gateway.listener_port}
+    if isinstance(gateway, EnvoyGatewaySettings):
+        described.update(targetHost=gateway.target_host, servicePort=gateway.service_port or gateway.listener_port)
+    else:
+        described.update(
+            namespace=gateway.namespace,
+            selector=dict(gateway.selector),
+            service=gateway.service,
+            servicePort=gateway.service_port,
+        )
     return {
         "via": connect.public.via,
         "host": entry.host,
@@ -257,13 +272,7 @@ def _connect_output(connect: Connect, entry: ConnectEntry) -> dict[str, pulumi.I
         "pangolinResourceId": entry.pangolin_resource_id,
         "acceptHttp10": connect.accept_http10,
         "serverAliveInterval": connect.server_alive_interval,
-        "gateway": {
-            "namespace": gateway.namespace,
-            "selector": dict(gateway.selector),
-            "listenerPort": gateway.listener_port,
-            "service": gateway.service,
-            "servicePort": gateway.service_port,
-        },
+        "gateway": described,
     }
 
 
@@ -308,7 +317,7 @@ def _connect_instance_args(
     return ConnectSshInstanceArgs(
         instance=inst.name,
         user=inst.user,
-        service=settings.connect_service(inst),
+        target=settings.connect_target(inst),
         route=route,
         gateway=settings.connect_gateway(),
         entry=settings.connect_entry(),
@@ -322,11 +331,9 @@ def _connect_instance_args(
 
 
 def _kubernetes_provider(settings: Settings) -> k8s.Provider | None:
-    needed = settings.connect is not None or any(
-        isinstance(i, ConnectModeInstance) or not isinstance(settings.target_of(i), StaticTarget)
-        for i in settings.instances
-    )
-    if not needed:
+    # None when nothing is Kubernetes (static targets behind a standalone Envoy): the stack then needs neither
+    # the kubernetes plugin nor a cluster.
+    if not settings.needs_kubernetes():
         return None
     kube = settings.kubernetes
     return k8s.Provider(

@@ -1,7 +1,8 @@
 """Stack settings: every `ssh-gateway:*` config key as one pydantic model, validated before any resource exists.
 
 Values are parsed once here (a port range into a `PortRange`, sources into `Cidrs | ServiceTag`, an instance
-into the shape its `routing` and `target` call for, the CONNECT entry into the shape its `via` calls for) and
+into the shape its `routing` and `target` call for, the CONNECT entry and its gateway into the shapes their
+`via` and `kind` call for) and
 passed on typed. `parse_settings` reports every problem at once,
 each naming the config key, the value and what is allowed, with a "did you mean" for a misspelt key.
 """
@@ -30,11 +31,15 @@ from pydantic_core import PydanticCustomError
 
 from .addresses import check_host, check_hostname, check_http_url
 from .connect import (
+    ENVOY_DEFAULT_STREAM_IDLE_TIMEOUT,
     ConnectGateway,
     ConnectInstance,
     DirectEntry,
     Entry,
+    EnvoyRoute,
     PangolinEntry,
+    ServiceUpstream,
+    StandaloneEnvoy,
     check_selector,
 )
 from .credentials import API_KEY_CONFIG
@@ -58,13 +63,17 @@ __all__ = [
     "ClusterIpInstance",
     "Connect",
     "ConnectModeInstance",
+    "ConnectServiceInstance",
+    "ConnectStaticInstance",
     "DirectPublic",
+    "EnvoyGatewaySettings",
     "FirewallOff",
     "FirewallOn",
     "HostCa",
     "HostIdentityOff",
     "HostIdentityOn",
     "Instance",
+    "IstioGatewaySettings",
     "NodePortInstance",
     "PangolinPublic",
     "PortModeInstance",
@@ -316,8 +325,6 @@ _PORT_MODE_KEYS: Final = {
     "port": ("port", _NO_PUBLIC_PORT),
     "node_port": ("nodePort", _NO_PUBLIC_PORT),
     "source_cidrs": ("sourceCidrs", "connect-mode instances share the CONNECT port's one rule (firewall.sourceCidrs)"),
-    "static_host": ("staticHost", "static targets need routing: port"),
-    "static_port": ("staticPort", "static targets need routing: port"),
 }
 
 
@@ -328,41 +335,69 @@ def _port_mode_only(value: object, info: ValidationInfo) -> None:
         raise ValueError(f"{key} is only for routing: port; {why}")
 
 
+def _static_only(value: object, info: ValidationInfo) -> None:
+    """staticHost/staticPort on a connect-mode instance whose target is its Service."""
+    if value is not None:
+        key = {"static_host": "staticHost", "static_port": "staticPort"}[str(info.field_name)]
+        raise ValueError(
+            f"{key} is only for target: static; this connect-mode instance is reached through its Service (set "
+            "target: static, behind connect.gateway.kind envoy, to reach staticHost:staticPort instead)"
+        )
+
+
 def _connect_target(value: str | None) -> None:
     if value not in (None, "clusterIp"):
         raise ValueError(
-            f"target {value!r} needs routing: port; a connect-mode instance is always a ClusterIP Service behind the "
-            "gateway (leave target out)"
+            f"target {value!r} needs routing: port; a connect-mode instance is a ClusterIP Service behind the "
+            "gateway (leave target out) or, behind connect.gateway.kind envoy, target: static"
         )
 
 
 PortModeOnly = Annotated[object, AfterValidator(_port_mode_only)]
+StaticOnly = Annotated[object, AfterValidator(_static_only)]
 
 
-class ConnectModeInstance(_Model):
-    """An instance behind the stack's CONNECT entry: a ClusterIP Service and the gateway's route to it."""
-
+class _ConnectInstanceBase(_Model):
     name: DnsLabel
     routing: Literal["connect"]
     user: User = "root"
-    selector: Annotated[dict[str, str], AfterValidator(_selector)] | None = Field(
-        default=None, description='pod selector; default {"app": name}'
-    )
-    pod_port: Port = Field(default=22, alias="podPort")
     host_key: HostKey | None = Field(default=None, alias="hostKey")
     host_key_generation: Generation = Field(
         default=1, alias="hostKeyGeneration", description="bump to rotate the instance's issued host key"
     )
-    target: Annotated[str | None, AfterValidator(_connect_target)] = None
     port: PortModeOnly = None
     node_port: PortModeOnly = Field(default=None, alias="nodePort")
     source_cidrs: PortModeOnly = Field(default=None, alias="sourceCidrs")
-    static_host: PortModeOnly = Field(default=None, alias="staticHost")
-    static_port: PortModeOnly = Field(default=None, alias="staticPort")
+
+
+class ConnectServiceInstance(_ConnectInstanceBase):
+    """An instance behind the stack's CONNECT entry: a ClusterIP Service and the gateway's route to it."""
+
+    selector: Annotated[dict[str, str], AfterValidator(_selector)] | None = Field(
+        default=None, description='pod selector; default {"app": name}'
+    )
+    pod_port: Port = Field(default=22, alias="podPort")
+    target: Annotated[str | None, AfterValidator(_connect_target)] = None
+    static_host: StaticOnly = Field(default=None, alias="staticHost")
+    static_port: StaticOnly = Field(default=None, alias="staticPort")
+
+
+class ConnectStaticInstance(_ConnectInstanceBase):
+    """An instance behind the stack's CONNECT entry at a fixed host:port, which only a standalone Envoy
+    (`connect.gateway.kind: envoy`) routes to: no Kubernetes object at all."""
+
+    target: Literal["static"]
+    static_host: Host = Field(alias="staticHost", description="where the gateway reaches the instance's sshd")
+    static_port: Port = Field(alias="staticPort")
+
+
+ConnectModeInstance = ConnectServiceInstance | ConnectStaticInstance
+"""An instance reached through the stack's CONNECT entry (no public port of its own)."""
 
 
 TARGETS: Final = ("nodePort", "clusterIp", "static")
 _CONNECT_TAG: Final = "routing=connect"
+_CONNECT_STATIC_TAG: Final = "routing=connect,target=static"
 
 
 def _instance_tag(value: Any) -> str | None:
@@ -370,7 +405,7 @@ def _instance_tag(value: Any) -> str | None:
     fields: Mapping[str, Any] = value if isinstance(value, Mapping) else vars(value)
     routing = fields.get("routing", "port")
     if routing == "connect":
-        return _CONNECT_TAG
+        return _CONNECT_STATIC_TAG if fields.get("target") == "static" else _CONNECT_TAG
     if routing != "port":
         return None  # an unknown routing: `_describe` names it
     return str(fields.get("target", "nodePort"))
@@ -383,7 +418,8 @@ Instance = Annotated[
     Annotated[NodePortInstance, Tag("nodePort")]
     | Annotated[ClusterIpInstance, Tag("clusterIp")]
     | Annotated[StaticInstance, Tag("static")]
-    | Annotated[ConnectModeInstance, Tag(_CONNECT_TAG)],
+    | Annotated[ConnectServiceInstance, Tag(_CONNECT_TAG)]
+    | Annotated[ConnectStaticInstance, Tag(_CONNECT_STATIC_TAG)],
     Discriminator(
         _instance_tag,
         custom_error_type="unknown_instance_kind",
@@ -392,28 +428,63 @@ Instance = Annotated[
 ]
 
 
-class ConnectGatewaySettings(_Model):
-    """`ssh-gateway:connect.gateway`: the Istio ingress gateway that terminates CONNECT (defaults: Istio's own
-    `istio-ingressgateway`, Service port 80 in front of the pods' 8080)."""
+class _GatewaySettings(_Model):
+    listener_port: Port = Field(default=8080, alias="listenerPort", description="the port Envoy listens on")
+    target_host: Host | None = Field(default=None, alias="targetHost", description="where Pangolin's site reaches it")
+    stream_idle_timeout: int | None = Field(
+        default=None, alias="streamIdleTimeout", ge=1, description="the gateway's stream idle timeout in seconds"
+    )
 
+
+class IstioGatewaySettings(_GatewaySettings):
+    """`ssh-gateway:connect.gateway` with `kind: istio` (the default): the Istio ingress gateway that terminates
+    CONNECT, patched by EnvoyFilters (defaults: Istio's own `istio-ingressgateway`, Service port 80 in front of
+    the pods' 8080). `targetHost` defaults to the Service's cluster DNS name; `streamIdleTimeout` is the one the
+    gateway has, if any (not set by this program)."""
+
+    kind: Literal["istio"] = "istio"
     namespace: DnsLabel = "istio-system"
     selector: Annotated[dict[str, str], AfterValidator(_selector)] = Field(
         default_factory=lambda: {"istio": "ingressgateway"}, description="the gateway pods' labels"
     )
-    listener_port: Port = Field(default=8080, alias="listenerPort", description="the gateway pod's port")
     service: DnsLabel = Field(default="istio-ingressgateway", description="the gateway's Service")
     service_port: Port = Field(default=80, alias="servicePort", description="its port in front of listenerPort")
-    target_host: Host | None = Field(
-        default=None,
-        alias="targetHost",
-        description="where Pangolin's site reaches the gateway; default the Service's cluster DNS name",
-    )
-    stream_idle_timeout: int | None = Field(
-        default=None,
-        alias="streamIdleTimeout",
-        ge=1,
-        description="the gateway's stream idle timeout in seconds, if it has one (not set by this program)",
-    )
+
+
+class EnvoyGatewaySettings(_GatewaySettings):
+    """`ssh-gateway:connect.gateway` with `kind: envoy`: a plain Envoy the operator runs with the stack's
+    `envoyConfig` output (no Istio, no EnvoyFilters). Pangolin targets `targetHost:servicePort`; `servicePort`
+    defaults to `listenerPort` (set it when something maps another port to Envoy's). `streamIdleTimeout` is
+    written into the config (default Envoy's own, 300)."""
+
+    kind: Literal["envoy"]
+    target_host: Host = Field(alias="targetHost", description="where Pangolin's site reaches Envoy")
+    service_port: Port | None = Field(default=None, alias="servicePort", description="default listenerPort")
+    listen_address: Host = Field(default="0.0.0.0", alias="listenAddress", description="the address Envoy binds")  # noqa: S104
+
+    @property
+    def idle_timeout(self) -> int:
+        """The stream idle timeout the config gives Envoy."""
+        return self.stream_idle_timeout or ENVOY_DEFAULT_STREAM_IDLE_TIMEOUT
+
+
+KINDS: Final = ("istio", "envoy")
+
+
+def _kind_tag(value: Any) -> str:
+    kind = value.get("kind", "istio") if isinstance(value, Mapping) else getattr(value, "kind", "istio")
+    return f"kind={kind}"
+
+
+ConnectGatewaySettings = Annotated[
+    Annotated[IstioGatewaySettings, Tag("kind=istio")] | Annotated[EnvoyGatewaySettings, Tag("kind=envoy")],
+    Discriminator(
+        _kind_tag,
+        custom_error_type="unknown_gateway_kind",
+        custom_error_message=f"unknown kind; allowed: {', '.join(KINDS)}",
+    ),
+]
+"""`ssh-gateway:connect.gateway`: what terminates CONNECT, tagged by its `kind`."""
 
 
 class PangolinPublic(_Model):
@@ -451,9 +522,11 @@ Public = Annotated[
 class Connect(_Model):
     """`ssh-gateway:connect`: the stack's one CONNECT entry, through which every connect-mode instance is reached."""
 
-    gateway: ConnectGatewaySettings = ConnectGatewaySettings()
+    gateway: ConnectGatewaySettings = IstioGatewaySettings()
     enable_connect: bool = Field(
-        default=True, alias="enableConnect", description="turn CONNECT on in the gateway (off where it already is)"
+        default=True,
+        alias="enableConnect",
+        description="turn CONNECT on in the Istio gateway (off where it already is); kind istio only",
     )
     accept_http10: bool = Field(default=False, alias="acceptHttp10", description="accept nc -X connect, socat")
     server_alive_interval: int = Field(default=60, alias="serverAliveInterval", ge=1, le=3600)
@@ -544,11 +617,25 @@ class Settings(_Model):
                 )
             return
         connect = self.connect
+        gateway = connect.gateway
         for index, inst in connected:
             try:
                 self.connect_instance(inst)
             except ValueError as exc:
                 raise _problem(f"instances[{index}].name", str(exc)) from None
+            if isinstance(inst, ConnectStaticInstance) and isinstance(gateway, IstioGatewaySettings):
+                raise _problem(
+                    f"instances[{index}].target",
+                    f"instance {inst.name!r} has target static, which only connect.gateway.kind envoy routes to: an "
+                    "Istio gateway routes CONNECT only to cluster Services (istiod builds no cluster for a host "
+                    "outside them); set connect.gateway.kind: envoy, or leave target out (a ClusterIP Service)",
+                )
+        if isinstance(gateway, EnvoyGatewaySettings) and "enable_connect" in connect.model_fields_set:
+            raise _problem(
+                "connect.enableConnect",
+                "is only for connect.gateway.kind istio (a shared Istio gateway may have CONNECT on already); a "
+                "standalone Envoy runs the stack's own envoyConfig, which always has CONNECT on: drop the key",
+            )
         # Unique names in one namespace make unique authorities (the duplicate-name check above), which Envoy
         # requires: a domain repeated across virtual hosts NACKs the port's whole route configuration.
         public = connect.public
@@ -565,19 +652,28 @@ class Settings(_Model):
                     connect_priority(self.ports.range, self.firewall.priority_base)
                 except ValueError as exc:
                     raise _problem("firewall.priorityBase", str(exc)) from None
-        idle = connect.gateway.stream_idle_timeout
+        idle = gateway.idle_timeout if isinstance(gateway, EnvoyGatewaySettings) else gateway.stream_idle_timeout
         if idle is not None and connect.server_alive_interval >= idle:
+            default = "" if gateway.stream_idle_timeout else " (Envoy's default)"
             raise _problem(
                 "connect.serverAliveInterval",
-                f"{connect.server_alive_interval} is not below connect.gateway.streamIdleTimeout {idle}: the gateway "
-                f"would close an idle session before ssh's keepalive; use at most {idle - 1}",
+                f"{connect.server_alive_interval} is not below connect.gateway.streamIdleTimeout {idle}{default}: the "
+                f"gateway would close an idle session before ssh's keepalive; use at most {idle - 1}",
             )
 
-    def connect_gateway(self) -> ConnectGateway:
-        """The Istio gateway of the CONNECT entry, as the EnvoyFilters select and match it."""
+    def connect_gateway(self) -> ConnectGateway | StandaloneEnvoy:
+        """The gateway of the CONNECT entry: the Istio gateway the EnvoyFilters select and match, or the
+        standalone Envoy whose whole config the stack outputs."""
         if self.connect is None:
             raise ValueError("the stack has no ssh-gateway:connect")
         gw = self.connect.gateway
+        if isinstance(gw, EnvoyGatewaySettings):
+            return StandaloneEnvoy(
+                listener_port=gw.listener_port,
+                listen_address=gw.listen_address,
+                accept_http10=self.connect.accept_http10,
+                stream_idle_timeout=gw.idle_timeout,
+            )
         return ConnectGateway(
             selector=dict(gw.selector),
             listener_port=gw.listener_port,
@@ -587,13 +683,28 @@ class Settings(_Model):
         )
 
     def connect_instance(self, inst: ConnectModeInstance) -> ConnectInstance:
-        """The instance as the gateway routes to it: its Service in the stack's namespace and cluster domain."""
+        """The instance as the gateway routes to it: its authority, the cluster DNS name of its Service in the
+        stack's namespace and cluster domain (for a static target, behind a standalone Envoy, only a routing name
+        that need not resolve)."""
         return ConnectInstance(inst.name, self.kubernetes.namespace, self.kubernetes.cluster_domain)
 
-    def connect_service(self, inst: ConnectModeInstance) -> ServiceSpec:
-        """The connect-mode instance's ClusterIP Service `ssh-<instance>`."""
+    def connect_target(self, inst: ConnectModeInstance) -> ServiceSpec | StaticTarget:
+        """Where the gateway reaches the instance's sshd: its ClusterIP Service `ssh-<instance>`, or a static
+        host:port."""
+        if isinstance(inst, ConnectStaticInstance):
+            return StaticTarget(host=inst.static_host, port=inst.static_port)
         kube = self.kubernetes
         return service_spec(inst.name, kube.namespace, inst.selector, inst.pod_port, skip_await=kube.skip_await)
+
+    def envoy_routes(self) -> list[EnvoyRoute]:
+        """Every connect-mode instance as a standalone Envoy routes it: its authority and its upstream."""
+        routes = []
+        for inst in self.instances:
+            if isinstance(inst, ConnectModeInstance):
+                target = self.connect_target(inst)
+                upstream = target if isinstance(target, StaticTarget) else ServiceUpstream()
+                routes.append(EnvoyRoute(self.connect_instance(inst), upstream))
+        return routes
 
     def connect_entry(self) -> Entry:
         """How the public reaches the gateway: a Pangolin resource to it, or the gateway's own address."""
@@ -602,13 +713,21 @@ class Settings(_Model):
         public, gw = self.connect.public, self.connect.gateway
         if isinstance(public, DirectPublic):
             return DirectEntry(host=public.host, port=public.port)
+        host = public.host or public_host(self.gateway.host_template, CONNECT_ENTRY)
+        if isinstance(gw, EnvoyGatewaySettings):
+            return PangolinEntry(
+                host=host, port=public.port, target_host=gw.target_host, target_port=gw.service_port or gw.listener_port
+            )
         service_host = f"{gw.service}.{gw.namespace}.svc.{self.kubernetes.cluster_domain}"
         return PangolinEntry(
-            host=public.host or public_host(self.gateway.host_template, CONNECT_ENTRY),
-            port=public.port,
-            target_host=gw.target_host or service_host,
-            target_port=gw.service_port,
+            host=host, port=public.port, target_host=gw.target_host or service_host, target_port=gw.service_port
         )
+
+    def needs_kubernetes(self) -> bool:
+        """Whether the stack registers any Kubernetes object: a Service (every target but static) or, behind an
+        Istio gateway, the EnvoyFilters."""
+        istio = self.connect is not None and isinstance(self.connect.gateway, IstioGatewaySettings)
+        return istio or any(not _is_static(i) for i in self.instances)
 
     def target_of(self, inst: PortModeInstance) -> Target:
         """Where the instance's Pangolin target points, with the cluster's settings filled in."""
@@ -631,7 +750,7 @@ class Settings(_Model):
         """Whether the issued identity goes into a Kubernetes Secret next to the instance's Service: not for a
         static target (the operator installs it from `hostIdentities`), nor when manifests are rendered to disk
         (a rendered Secret is a private key in plaintext on disk)."""
-        return self.issues_host_key(inst) and not isinstance(inst, StaticInstance) and not self.kubernetes.render_dir
+        return self.issues_host_key(inst) and not _is_static(inst) and not self.kubernetes.render_dir
 
     @property
     def published_range(self) -> PortRange:
@@ -652,13 +771,18 @@ class Settings(_Model):
                 f"{NAMESPACE}:connect.public.port {public.port} is one of Linux's ephemeral ports {EPHEMERAL}: an "
                 "outgoing connection of the gateway host can take it before Gerbil binds it; prefer one below 32768"
             )
-        undelivered = [i.name for i in self.instances if self.issues_host_key(i) and not isinstance(i, StaticInstance)]
+        undelivered = [i.name for i in self.instances if self.issues_host_key(i) and not _is_static(i)]
         if self.kubernetes.render_dir and undelivered:
             yield (
                 f"{NAMESPACE}:kubernetes.renderDir is set, so the host-key Secrets of {', '.join(undelivered)} are not "
                 "rendered (they would be private keys in plaintext on disk): create them from the secret output "
                 "hostIdentities (docs/host-identity.md)"
             )
+
+
+def _is_static(inst: Instance) -> bool:
+    """A static target, in either routing: no Service, no Kubernetes object."""
+    return isinstance(inst, StaticInstance | ConnectStaticInstance)
 
 
 def _problem(key: str, message: str) -> PydanticCustomError:
@@ -670,7 +794,9 @@ class SettingsError(ValueError):
     """Config that cannot be used; the message lists every problem, each naming its key and value."""
 
 
-_TAGS: Final = frozenset({*TARGETS, "on", "off", _CONNECT_TAG, "via=pangolin", "via=direct"})
+_TAGS: Final = frozenset(
+    {*TARGETS, "on", "off", _CONNECT_TAG, _CONNECT_STATIC_TAG, "via=pangolin", "via=direct", "kind=istio", "kind=envoy"}
+)
 _TARGET_MODELS: Final[tuple[type[BaseModel], ...]] = (NodePortInstance, ClusterIpInstance, StaticInstance)
 """The port-mode instance models, in the order of `TARGETS`."""
 _SECTIONS: Final[Mapping[str, tuple[type[BaseModel], ...]]] = {
@@ -682,9 +808,9 @@ _SECTIONS: Final[Mapping[str, tuple[type[BaseModel], ...]]] = {
     "gateway": (Gateway,),
     "hostIdentity": (HostIdentityOn,),
     "hostIdentity.ca": (HostCa,),
-    "instances": (*_TARGET_MODELS, ConnectModeInstance),
+    "instances": (*_TARGET_MODELS, ConnectServiceInstance, ConnectStaticInstance),
     "connect": (Connect,),
-    "connect.gateway": (ConnectGatewaySettings,),
+    "connect.gateway": (IstioGatewaySettings, EnvoyGatewaySettings),
     "connect.public": (PangolinPublic, DirectPublic),
 }
 
@@ -696,13 +822,27 @@ def _keys_at(loc: Sequence[int | str], models: tuple[type[BaseModel], ...] | Non
     return sorted({str(f.alias or n) for model in models for n, f in model.model_fields.items()})
 
 
+_KINDS: Final[Mapping[str, type[BaseModel]]] = {"istio": IstioGatewaySettings, "envoy": EnvoyGatewaySettings}
+_KIND_WHY: Final = {
+    "istio": "an Istio gateway is patched by EnvoyFilters, where the stack's own Envoy config does not apply",
+    "envoy": "a standalone Envoy has no Istio: no selector, namespace or Service of its own",
+}
+
+
 def _unknown_key(loc: Sequence[int | str]) -> str:
-    """ "unknown key", with the key meant, or the targets a key belongs to when it is another target's."""
+    """ "unknown key", with the key meant, or the targets (gateway kinds) a key belongs to when it is another's."""
     key = str(loc[-1])
     tag = next((p for p in loc if isinstance(p, str) and p in TARGETS), None)
     if tag is not None and key in _keys_at(loc):
         owners = [t for t, m in zip(TARGETS, _TARGET_MODELS, strict=True) if key in _keys_at(loc, (m,))]
         return f"not a key of target {tag}; it belongs to target {' and '.join(owners)}"
+    if _CONNECT_STATIC_TAG in loc and key in _keys_at(loc, (ConnectServiceInstance,)):
+        return "not a key of target static; a static connect-mode instance is at staticHost:staticPort (no Service)"
+    kind = next((p.removeprefix("kind=") for p in loc if isinstance(p, str) and p.startswith("kind=")), None)
+    if kind is not None:
+        others = [k for k, m in _KINDS.items() if k != kind and key in _keys_at(loc, (m,))]
+        if others:
+            return f"only for connect.gateway.kind {others[0]}; {_KIND_WHY[kind]}"
     return f"unknown key{_did_you_mean(key, _keys_at(loc))}"
 
 
@@ -762,6 +902,9 @@ def _describe(err: Any, raw: Mapping[str, Any]) -> str:
             return f"{_key(loc)}.routing = {json.dumps(routing)}: {allowed}{_did_you_mean(str(routing), ROUTINGS)}"
         target = _value_at(raw, (*loc, "target"))
         return f"{_key(loc)}.target = {json.dumps(target)}: {message}{_did_you_mean(str(target), TARGETS)}"
+    if err["type"] == "unknown_gateway_kind":
+        kind = _value_at(raw, (*loc, "kind"))
+        return f"{_key(loc)}.kind = {json.dumps(kind)}: {message}{_did_you_mean(str(kind), KINDS)}"
     if err["type"] == "unknown_via":
         via = _value_at(raw, (*loc, "via"))
         return f"{_key(loc)}.via = {json.dumps(via)}: {message}{_did_you_mean(str(via), VIAS)}"

@@ -41,7 +41,14 @@ from pangolin_emulator.harness import DetachedEmulator, EmulatorError
 from ssh_gateway.core.credentials import find_api_key
 from ssh_gateway.core.host_identity import SECRET_KEYS, fingerprint, parse_host_certificate, secret_data
 from ssh_gateway.core.names import ALLOCATION_TYPE, PANGOLIN_TYPE
-from ssh_gateway.core.settings import ConnectModeInstance, Settings, SettingsError, decode_config, parse_settings
+from ssh_gateway.core.settings import (
+    ConnectModeInstance,
+    ConnectServiceInstance,
+    Settings,
+    SettingsError,
+    decode_config,
+    parse_settings,
+)
 from ssh_gateway.core.targets import StaticTarget
 from ssh_gateway.core.trust import known_hosts_file
 from ssh_gateway.ops.automation import open_stack
@@ -139,10 +146,12 @@ def _machine(settings: Settings, api_key: str, state: Path, authorized_keys: lis
     sshds: dict[str, LocalSshd] = {}
     owners: dict[int, str] = {}
     for inst in settings.instances:
-        if isinstance(inst, ConnectModeInstance):
+        if isinstance(inst, ConnectServiceInstance):
             port = inst.pod_port  # its pod is a loopback sshd on its podPort (demo_connect.py)
         else:
-            target = settings.target_of(inst)
+            target = (
+                settings.connect_target(inst) if isinstance(inst, ConnectModeInstance) else settings.target_of(inst)
+            )
             if not isinstance(target, StaticTarget):
                 raise SystemExit(f"demo: instance {inst.name} must have target: static (a local sshd)")
             if target.host != "127.0.0.1":

@@ -24,7 +24,7 @@ from typing import Any
 import yaml
 
 from ssh_gateway.core.connect import ConnectGateway, DirectEntry, connect_cluster
-from ssh_gateway.core.settings import ConnectModeInstance, Settings
+from ssh_gateway.core.settings import ConnectServiceInstance, Settings
 from ssh_gateway.ops.toolchain import REPO
 
 from .envoy import EnvoyGateway
@@ -66,7 +66,7 @@ class LocalConnect:
 def local_connect(settings: Settings) -> LocalConnect | None:
     """The local connect side, or None when the stack has no connect-mode instance; `SystemExit` naming the key
     when the stack cannot run on this machine."""
-    connected = [i for i in settings.instances if isinstance(i, ConnectModeInstance)]
+    connected = [i for i in settings.instances if isinstance(i, ConnectServiceInstance)]
     connect = settings.connect
     if not connected or connect is None:
         return None
@@ -88,8 +88,11 @@ def local_connect(settings: Settings) -> LocalConnect | None:
             f"{gw.listener_port} here (no Service maps one to the other: Envoy listens on it directly)"
         )
     upstreams = {connect_cluster(settings.connect_instance(i).authority): i.pod_port for i in connected}
+    gateway = settings.connect_gateway()
+    if not isinstance(gateway, ConnectGateway):
+        raise SystemExit("demo: this path plays an Istio gateway (connect.gateway.kind istio)")
     # A relative renderDir is the program's: relative to the project directory.
-    return LocalConnect(settings.connect_gateway(), REPO / render_dir, upstreams)
+    return LocalConnect(gateway, REPO / render_dir, upstreams)
 
 
 def rendered_envoy_filters(render_dir: Path) -> list[dict[str, Any]]:

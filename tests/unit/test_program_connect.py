@@ -7,6 +7,7 @@ from typing import Any
 
 import pulumi
 import pytest
+import yaml
 
 from components.program import check_connect_port
 from ssh_gateway.core.names import (
@@ -169,6 +170,7 @@ def test_outputs_say_the_routing_and_give_the_connect_ssh_config(mocks: Recordin
         "acceptHttp10": False,
         "serverAliveInterval": 30,
         "gateway": {
+            "kind": "istio",
             "namespace": "istio-system",
             "selector": {"istio": "ingressgateway"},
             "listenerPort": 8080,
@@ -238,3 +240,76 @@ def test_what_100_instances_cost_in_each_mode(
     counts = (len(public_ports), len(rules), len(entry_points))
     assert counts == expected, counts
     assert len(mocks.of_type(PANGOLIN_TYPE)) == len(public_ports)
+
+
+# --- connect.gateway.kind: envoy -----------------------------------------------------------------------------------
+
+ENVOY: dict[str, Any] = {
+    "gateway": {"kind": "envoy", "listenerPort": 20080, "targetHost": "10.0.0.9"},
+    "serverAliveInterval": 30,
+    "public": {"via": "pangolin", "port": 40443},
+}
+STATIC_CONNECT: list[dict[str, Any]] = [
+    {"name": "gpu-s1", "routing": "connect", "target": "static", "staticHost": "10.1.0.5", "staticPort": 22},
+    {"name": "gpu-s2", "routing": "connect", "target": "static", "staticHost": "10.1.0.6", "staticPort": 2222},
+    {"name": "vm-01", "target": "static", "staticHost": "10.1.2.3", "staticPort": 2200},
+]
+
+
+def test_envoy_with_static_instances_registers_nothing_of_kubernetes(mocks: RecordingMocks) -> None:
+    out = run_program(connect_settings(connect=ENVOY, instances=STATIC_CONNECT))
+    kubernetes = [r.typ for r in mocks.registered if "kubernetes" in r.typ]
+    assert kubernetes == []  # no provider, no Service, no EnvoyFilter: the stack needs no plugin and no cluster
+    # The CONNECT entry is still one Pangolin resource to the Envoy listener, and its NSG rule.
+    [entry] = [r for r in mocks.of_type(PANGOLIN_TYPE) if r.name == "connect-pangolin"]
+    assert (entry.inputs["proxyPort"], entry.inputs["targetIp"], entry.inputs["targetPort"]) == (
+        40443,
+        "10.0.0.9",
+        20080,
+    )
+    assert sorted(r.inputs["destinationPortRange"] for r in mocks.of_type(NSG_RULE_TYPE)) == ["40001", "40443"]
+    assert len(mocks.of_type(CONNECT_INSTANCE_TYPE)) == 2 and len(mocks.of_type(CONNECT_ENTRY_TYPE)) == 1
+
+    config = yaml.safe_load(out["envoyConfig"])
+    [listener] = config["static_resources"]["listeners"]
+    assert listener["address"]["socket_address"]["port_value"] == 20080
+    hcm = listener["filter_chains"][0]["filters"][0]["typed_config"]
+    assert [vh["domains"][0] for vh in hcm["route_config"]["virtual_hosts"]] == [
+        "ssh-gpu-s1.gpu.svc.cluster.local",
+        "ssh-gpu-s2.gpu.svc.cluster.local",
+    ]
+    clusters = {c["name"]: c for c in config["static_resources"]["clusters"]}
+    s2 = clusters["outbound|22||ssh-gpu-s2.gpu.svc.cluster.local"]
+    assert s2["type"] == "STATIC"
+    assert s2["load_assignment"]["endpoints"][0]["lb_endpoints"][0]["endpoint"]["address"] == {
+        "socket_address": {"address": "10.1.0.6", "port_value": 2222}
+    }
+    # The issued identities of static targets go to the operator through the secret output, not a Secret.
+    assert sorted(out["hostIdentities"]) == ["gpu-s1", "gpu-s2", "vm-01"]
+    assert out["endpoints"]["gpu-s1"]["route"] == "envoyConfig/ssh-gateway.ssh-gpu-s1.gpu.svc.cluster.local"
+    assert out["connect"]["gateway"] == {
+        "kind": "envoy",
+        "listenerPort": 20080,
+        "targetHost": "10.0.0.9",
+        "servicePort": 20080,
+    }
+
+
+def test_envoy_with_service_instances_keeps_their_services_and_no_envoyfilter(mocks: RecordingMocks) -> None:
+    out = run_program(connect_settings(connect={**ENVOY, "acceptHttp10": True}))
+    assert mocks.of_type(ENVOY_FILTER_TYPE) == []
+    services = {r.inputs["metadata"]["name"]: r.inputs for r in mocks.of_type(SERVICE_TYPE)}
+    assert services["ssh-gpu-c1"]["spec"]["type"] == "ClusterIP"
+    config = yaml.safe_load(out["envoyConfig"])
+    clusters = {c["name"]: c["type"] for c in config["static_resources"]["clusters"]}
+    assert clusters == {
+        "outbound|22||ssh-gpu-c1.gpu.svc.cluster.local": "STRICT_DNS",
+        "outbound|22||ssh-gpu-c2.gpu.svc.cluster.local": "STRICT_DNS",
+    }
+    hcm = config["static_resources"]["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
+    assert hcm["http_protocol_options"] == {"accept_http_10": True}
+
+
+def test_no_connect_instance_no_envoy_config(mocks: RecordingMocks) -> None:
+    assert "envoyConfig" not in run_program(connect_settings(connect=ENVOY, instances=STATIC_CONNECT[2:]))
+    assert "envoyConfig" not in run_program(connect_settings())  # an Istio gateway: EnvoyFilters instead

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 import yaml
 
-from ssh_gateway.core.connect import DirectEntry, PangolinEntry
+from ssh_gateway.core.connect import ConnectGateway, DirectEntry, PangolinEntry, ServiceUpstream, StandaloneEnvoy
 from ssh_gateway.core.firewall import ServiceTag
 from ssh_gateway.core.ports import PortRange
 from ssh_gateway.core.settings import (
@@ -23,6 +23,7 @@ from ssh_gateway.core.settings import (
     decode_config,
     parse_settings,
 )
+from ssh_gateway.core.targets import StaticTarget
 
 pytestmark = pytest.mark.unit
 
@@ -282,7 +283,7 @@ def test_routing_is_per_instance_with_a_stack_default() -> None:
         )
     )
     assert [(type(i).__name__, i.routing) for i in settings.instances] == [
-        ("ConnectModeInstance", "connect"),
+        ("ConnectServiceInstance", "connect"),
         ("StaticInstance", "port"),
     ]
     assert [i.routing for i in parse_settings(raw()).instances] == ["port"]  # the default default
@@ -291,6 +292,7 @@ def test_routing_is_per_instance_with_a_stack_default() -> None:
 def test_connect_defaults_are_istios_ingress_gateway() -> None:
     settings = parse_settings(connect_raw())
     gateway = settings.connect_gateway()
+    assert isinstance(gateway, ConnectGateway)
     assert (dict(gateway.selector), gateway.listener_port, gateway.namespace) == (
         {"istio": "ingressgateway"},
         8080,
@@ -375,8 +377,13 @@ def test_connect_entry_is_a_union_tagged_by_via() -> None:
             "ssh-gateway:connect.serverAliveInterval: 300 is not below connect.gateway.streamIdleTimeout 300",
         ),
         (
-            {"instances": [{"name": "a", "routing": "connect", "target": "static"}]},
-            "ssh-gateway:instances[0].target = \"static\": target 'static' needs routing: port",
+            {
+                "instances": [
+                    {"name": "a", "routing": "connect", "target": "static", "staticHost": "::1", "staticPort": 22}
+                ]
+            },
+            "ssh-gateway:instances[0].target: instance 'a' has target static, which only connect.gateway.kind envoy "
+            "routes to: an Istio gateway routes CONNECT only to cluster Services",
         ),
         (
             {"routing": "connect", "instances": [{"name": "a", "target": "nodePort"}]},
@@ -419,3 +426,115 @@ def test_a_connect_port_in_the_ephemeral_ports_is_warned_about() -> None:
         parse_settings(connect_raw(ports={"range": "20000-20019"}, connect={"public": {"port": 40443}})).warnings()
     )
     assert [w.split(" is one")[0] for w in found] == ["ssh-gateway:connect.public.port 40443"]
+
+
+# --- connect.gateway.kind: envoy (a standalone Envoy) -------------------------------------------------------------
+
+ENVOY: dict[str, Any] = {
+    "gateway": {"kind": "envoy", "listenerPort": 20080, "targetHost": "127.0.0.1"},
+    "public": {"via": "pangolin", "port": 20443},
+}
+STATIC_C = {"name": "gpu-s", "routing": "connect", "target": "static", "staticHost": "127.0.0.1", "staticPort": 2225}
+
+
+def envoy_error(**gateway_or_connect: Any) -> str:
+    """The error of `ENVOY` with `connect` keys (or, under `gateway`, gateway keys) changed."""
+    gateway = {**ENVOY["gateway"], **gateway_or_connect.pop("gateway", {})}
+    return connect_error(connect={**ENVOY, "gateway": gateway, **gateway_or_connect}, instances=[STATIC_C])
+
+
+def test_an_envoy_gateway_routes_static_and_service_instances() -> None:
+    settings = parse_settings(connect_raw(connect=ENVOY, instances=[STATIC_C, {"name": "gpu-k", "routing": "connect"}]))
+    assert [type(i).__name__ for i in settings.instances] == ["ConnectStaticInstance", "ConnectServiceInstance"]
+    assert settings.connect_gateway() == StandaloneEnvoy(listener_port=20080, stream_idle_timeout=300)
+    # Pangolin targets the Envoy listener itself (no Service in front of it, unless servicePort says so).
+    assert settings.connect_entry() == PangolinEntry(
+        host="ssh-connect.example.com", port=20443, target_host="127.0.0.1", target_port=20080
+    )
+    [static, service] = settings.envoy_routes()
+    assert static.instance.authority == "ssh-gpu-s.default.svc.cluster.local"  # the one vocabulary, not resolved
+    assert static.upstream == StaticTarget(host="127.0.0.1", port=2225)
+    assert service.upstream == ServiceUpstream()
+    assert not parse_settings(connect_raw(connect=ENVOY, instances=[STATIC_C])).needs_kubernetes()
+    assert parse_settings(connect_raw(connect=ENVOY)).needs_kubernetes()  # a Service target
+    assert parse_settings(connect_raw(instances=[])).needs_kubernetes()  # an Istio gateway's EnvoyFilter
+    behind = parse_settings(connect_raw(connect={**ENVOY, "gateway": {**ENVOY["gateway"], "servicePort": 80}}))
+    assert isinstance(entry := behind.connect_entry(), PangolinEntry) and entry.target_port == 80
+
+
+def test_a_static_connect_instance_gets_no_secret() -> None:
+    settings = parse_settings(connect_raw(connect=ENVOY, instances=[STATIC_C]))
+    [inst] = settings.instances
+    assert settings.issues_host_key(inst) and not settings.delivers_secret(inst)
+
+
+@pytest.mark.parametrize(
+    ("change", "expected"),
+    [
+        (
+            {"gateway": {"selector": {"istio": "ingressgateway"}}},
+            "ssh-gateway:connect.gateway.selector: only for connect.gateway.kind istio; a standalone Envoy has no "
+            "Istio: no selector, namespace or Service of its own",
+        ),
+        ({"gateway": {"namespace": "istio-system"}}, "ssh-gateway:connect.gateway.namespace: only for connect.gateway"),
+        ({"gateway": {"service": "gw"}}, "ssh-gateway:connect.gateway.service: only for connect.gateway.kind istio"),
+        (
+            {"enableConnect": False},
+            "ssh-gateway:connect.enableConnect: is only for connect.gateway.kind istio (a shared Istio gateway may "
+            "have CONNECT on already)",
+        ),
+        ({"gateway": {"targetHost": None}}, "ssh-gateway:connect.gateway.targetHost"),
+        (
+            {"gateway": {"kind": "envoi"}},
+            "ssh-gateway:connect.gateway.kind = \"envoi\": unknown kind; allowed: istio, envoy; did you mean 'envoy'?",
+        ),
+        (
+            {"gateway": {"listenrPort": 1}},
+            "ssh-gateway:connect.gateway.listenrPort: unknown key; did you mean 'listenerPort'?",
+        ),
+        (
+            {"serverAliveInterval": 300},
+            "ssh-gateway:connect.serverAliveInterval: 300 is not below connect.gateway.streamIdleTimeout 300 (Envoy's "
+            "default): the gateway would close an idle session before ssh's keepalive; use at most 299",
+        ),
+    ],
+)
+def test_bad_envoy_gateway_input_is_named(change: dict[str, Any], expected: str) -> None:
+    assert expected in envoy_error(**change)
+
+
+def test_a_targethost_left_out_is_required_for_envoy() -> None:
+    gateway = {"kind": "envoy", "listenerPort": 20080}
+    message = connect_error(connect={**ENVOY, "gateway": gateway}, instances=[STATIC_C])
+    assert "ssh-gateway:connect.gateway.targetHost: required, but not set" in message
+
+
+def test_an_envoy_only_key_under_istio_is_refused() -> None:
+    message = connect_error(connect={**CONNECT, "gateway": {"listenAddress": "127.0.0.1"}})
+    assert (
+        "ssh-gateway:connect.gateway.listenAddress: only for connect.gateway.kind envoy; an Istio gateway is patched "
+        "by EnvoyFilters" in message
+    )
+
+
+@pytest.mark.parametrize(
+    ("instance", "expected"),
+    [
+        (
+            {**STATIC_C, "podPort": 2222},
+            "ssh-gateway:instances[0].podPort: not a key of target static; a static connect-mode instance is at "
+            "staticHost:staticPort (no Service)",
+        ),
+        (
+            {"name": "gpu-s", "routing": "connect", "staticHost": "127.0.0.1"},
+            'ssh-gateway:instances[0].staticHost = "127.0.0.1": staticHost is only for target: static',
+        ),
+        ({**STATIC_C, "port": 20010}, "ssh-gateway:instances[0].port = 20010: port is only for routing: port"),
+        (
+            {"name": "gpu-s", "routing": "connect", "target": "static", "staticHost": "127.0.0.1"},
+            "ssh-gateway:instances[0].staticPort: required, but not set",
+        ),
+    ],
+)
+def test_bad_static_connect_instances_are_named(instance: dict[str, Any], expected: str) -> None:
+    assert expected in connect_error(connect=ENVOY, instances=[instance])

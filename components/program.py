@@ -172,8 +172,8 @@ def build(settings: Settings, *, org: OrgView, project: str, stack: str) -> dict
         outputs["connect"] = _connect_output(settings.connect, entry)
         gateway = settings.connect_gateway()
         if isinstance(gateway, StandaloneEnvoy) and by_connect:
-            # The operator's Envoy runs exactly this (README, CONNECT routing): `envoy -c <(pulumi stack output
-            # envoyConfig)`. Pure config from the settings, so a preview shows it too.
+            # The operator's Envoy runs exactly this (README, CONNECT routing): `envoy --config-yaml "$(pulumi stack
+            # output envoyConfig)"`. Pure config from the settings, so a preview shows it too.
             outputs["envoyConfig"] = envoy_bootstrap_yaml(gateway, settings.envoy_routes())
     # The settings order, whatever the routing (the settings refuse connect-mode instances without `connect`).
     instances: dict[str, SshInstance | ConnectSshInstance] = {

@@ -432,8 +432,11 @@ def envoy_bootstrap(gateway: StandaloneEnvoy, routes: Sequence[EnvoyRoute]) -> d
 
 
 def envoy_bootstrap_yaml(gateway: StandaloneEnvoy, routes: Sequence[EnvoyRoute]) -> str:
-    """`envoy_bootstrap` as the YAML `envoy -c` reads (the stack output `envoyConfig`)."""
-    header = "# ssh-gateway: the CONNECT gateway of this stack; run: envoy -c <(pulumi stack output envoyConfig)\n"
+    """`envoy_bootstrap` as YAML (the stack output `envoyConfig`), for `envoy --config-yaml`, or `envoy -c` from a
+    file named `*.yaml`: Envoy picks the parser by the file's extension, so `-c <(...)` (no extension) reads JSON."""
+    header = (
+        '# ssh-gateway: this stack\'s CONNECT gateway; run: envoy --config-yaml "$(pulumi stack output envoyConfig)"\n'
+    )
     return header + yaml.safe_dump(envoy_bootstrap(gateway, routes), sort_keys=False)
 
 

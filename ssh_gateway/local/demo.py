@@ -14,9 +14,11 @@ certificate the stack issued to its instance (the secret output `hostIdentities`
 pod mounts its Secret, and ssh runs with `StrictHostKeyChecking yes` and a known_hosts holding only the stack's
 `knownHosts` output: one `@cert-authority` line. An instance with a pinned `hostKey` gets the sshd's fixed
 demo key instead, and its plain line. A connect-mode instance goes ssh -> proxytunnel -> the data plane on the
-CONNECT port -> a real Envoy playing the Istio ingress gateway, with the EnvoyFilters the stack rendered
-(demo_connect.py says how that maps to a cluster) -> its sshd on its podPort. State (keys, logs, pid files,
-the emulator's db, Envoy's config) lives in .pulumi-state/demo/.
+CONNECT port (the stack's one Pangolin resource for it, as a connect stack has it) -> a real Envoy, the stack's
+standalone CONNECT gateway (`connect.gateway.kind: envoy`), run from the stack's `envoyConfig` output as an
+operator runs it -> its sshd at its staticHost:staticPort. No cluster, no Istio: the local stack registers
+nothing of Kubernetes. State (keys, logs, pid files, the emulator's db, Envoy's config) lives in
+.pulumi-state/demo/.
 """
 
 from __future__ import annotations
@@ -35,15 +37,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import yaml
 from pulumi import automation as auto
 
 from pangolin_emulator.harness import DetachedEmulator, EmulatorError
 from ssh_gateway.core.credentials import find_api_key
 from ssh_gateway.core.host_identity import SECRET_KEYS, fingerprint, parse_host_certificate, secret_data
-from ssh_gateway.core.names import ALLOCATION_TYPE, PANGOLIN_TYPE
 from ssh_gateway.core.settings import (
     ConnectModeInstance,
-    ConnectServiceInstance,
+    DirectPublic,
+    EnvoyGatewaySettings,
     Settings,
     SettingsError,
     decode_config,
@@ -55,8 +58,7 @@ from ssh_gateway.ops.automation import open_stack
 from ssh_gateway.ops.doctor import diagnose, endpoints_from_outputs
 from ssh_gateway.ops.toolchain import REPO
 
-from .demo_connect import LocalConnect, local_connect
-from .envoy import EnvoyError, detached_pid, stop_detached
+from .envoy import EnvoyError, StandaloneEnvoyProcess, detached_pid, stop_detached
 from .sshd import KeyPair, LocalSshd, SshdError, ensure_client_keypair, login_user, wait_for_port
 from .sshd_identity import IdentitySshd, mount_secret
 
@@ -106,8 +108,8 @@ class Machine:
     `LocalSshd` serving the fixed demo key."""
     started: list[Callable[[], bool]]
     """Stop functions of the processes this run started (not those an earlier --keep run left)."""
-    connect: LocalConnect | None = None
-    """The Envoy gateway of the connect-mode instances, if the stack has any."""
+    gateway: EnvoyGatewaySettings | None = None
+    """The standalone Envoy of the connect-mode instances, if the stack has any."""
     envoy_dir: Path | None = None
     """Envoy's directory (config, log, pid file)."""
 
@@ -142,27 +144,20 @@ def _machine(settings: Settings, api_key: str, state: Path, authorized_keys: lis
     emulator = DetachedEmulator(
         state / "pangolin", url=settings.pangolin.url, org_id=settings.pangolin.org_id, api_key=api_key
     )
-    connect = local_connect(settings)
+    gateway = _local_gateway(settings)
     sshds: dict[str, LocalSshd] = {}
     owners: dict[int, str] = {}
     for inst in settings.instances:
-        if isinstance(inst, ConnectServiceInstance):
-            port = inst.pod_port  # its pod is a loopback sshd on its podPort (demo_connect.py)
-        else:
-            target = (
-                settings.connect_target(inst) if isinstance(inst, ConnectModeInstance) else settings.target_of(inst)
-            )
-            if not isinstance(target, StaticTarget):
-                raise SystemExit(f"demo: instance {inst.name} must have target: static (a local sshd)")
-            if target.host != "127.0.0.1":
-                raise SystemExit(
-                    f"demo: staticHost {target.host} is not 127.0.0.1; the demo runs sshd on loopback only"
-                )
-            port = target.port
+        target = settings.connect_target(inst) if isinstance(inst, ConnectModeInstance) else settings.target_of(inst)
+        if not isinstance(target, StaticTarget):
+            raise SystemExit(f"demo: instance {inst.name} must have target: static (a local sshd)")
+        if target.host != "127.0.0.1":
+            raise SystemExit(f"demo: staticHost {target.host} is not 127.0.0.1; the demo runs sshd on loopback only")
+        port = target.port
         if port in owners:
             raise SystemExit(
-                f"demo: instances {owners[port]} and {inst.name} share the sshd port {port} (staticPort or podPort); "
-                "each needs an sshd of its own, which serves that instance's host identity"
+                f"demo: instances {owners[port]} and {inst.name} share the sshd port {port} (staticPort); each needs "
+                "an sshd of its own, which serves that instance's host identity"
             )
         owners[port] = inst.name
         directory = state / f"sshd-{port}"
@@ -176,7 +171,37 @@ def _machine(settings: Settings, api_key: str, state: Path, authorized_keys: lis
                 f"demo: instance {inst.name} has neither an issued host identity (hostIdentity.enabled) nor a pinned "
                 "hostKey; the demo's ssh trusts only the stack's knownHosts"
             )
-    return Machine(emulator, sshds, [], connect, state / "envoy" if connect else None)
+    return Machine(emulator, sshds, [], gateway, state / "envoy" if gateway else None)
+
+
+_LOOPBACK = ("127.0.0.1", "localhost")
+
+
+def _local_gateway(settings: Settings) -> EnvoyGatewaySettings | None:
+    """The standalone Envoy the connect-mode instances are behind, or None when the stack has none of them;
+    `SystemExit` naming the key when the stack cannot run on this machine."""
+    connect = settings.connect
+    if connect is None or not any(isinstance(i, ConnectModeInstance) for i in settings.instances):
+        return None
+    gateway = connect.gateway
+    if not isinstance(gateway, EnvoyGatewaySettings):
+        raise SystemExit(
+            "demo: ssh-gateway:connect.gateway.kind must be envoy here (no cluster and no Istio on this machine: the "
+            "demo runs the stack's envoyConfig)"
+        )
+    if isinstance(connect.public, DirectPublic):
+        raise SystemExit("demo: ssh-gateway:connect.public.via must be pangolin (the emulator's data plane) here")
+    if gateway.target_host not in _LOOPBACK or gateway.listen_address not in _LOOPBACK:
+        raise SystemExit(
+            f"demo: ssh-gateway:connect.gateway.targetHost ({gateway.target_host}) and listenAddress "
+            f"({gateway.listen_address}) must be loopback: the demo's Envoy runs on this machine only"
+        )
+    if gateway.service_port not in (None, gateway.listener_port):
+        raise SystemExit(
+            f"demo: ssh-gateway:connect.gateway.servicePort {gateway.service_port} must be listenerPort "
+            f"{gateway.listener_port} here (nothing maps one to the other: Envoy listens on it directly)"
+        )
+    return gateway
 
 
 def _start_emulator(machine: Machine) -> None:
@@ -272,18 +297,21 @@ def _write_ssh_files(outputs: dict[str, Any], state: Path, keys: KeyPair) -> Pat
     return config
 
 
-def _start_gateway(machine: Machine) -> None:
-    """(Re)starts Envoy as the ingress gateway with the EnvoyFilters the `up` just rendered."""
-    if machine.connect is None or machine.envoy_dir is None:
+def _start_gateway(machine: Machine, outputs: dict[str, Any]) -> None:
+    """(Re)starts the standalone Envoy from the stack's `envoyConfig` output, as an operator runs it."""
+    if machine.gateway is None or machine.envoy_dir is None:
         return
-    gateway = machine.connect.gateway_envoy(machine.envoy_dir)
-    with step(f"Envoy as the Istio ingress gateway on 127.0.0.1:{gateway.port} (the rendered EnvoyFilters)"):
+    config = str(outputs.get("envoyConfig") or "")
+    envoy = StandaloneEnvoyProcess(machine.envoy_dir, port=machine.gateway.listener_port, config=config)
+    with step(f"Envoy, the stack's CONNECT gateway, on 127.0.0.1:{envoy.port} (the envoyConfig output)"):
         if stop_detached(machine.envoy_dir):
             say("    stopped the one an earlier --keep run left (its routes may be stale)")
-        gateway.start(detach=True)
-        machine.started.append(lambda: stop_detached(gateway.directory))
-        routes = [vh["name"] for vh in gateway.route_configuration["virtual_hosts"]]
-        say(f"    started (pid {gateway.running_pid()}, log {_rel(gateway.log_file)}): {len(routes)} virtual hosts")
+        envoy.start(detach=True)
+        machine.started.append(lambda: stop_detached(envoy.directory))
+        [listener] = yaml.safe_load(config)["static_resources"]["listeners"]
+        hcm = listener["filter_chains"][0]["filters"][0]["typed_config"]
+        routes = [vh["name"] for vh in hcm["route_config"]["virtual_hosts"]]
+        say(f"    started (pid {envoy.running_pid()}, log {_rel(envoy.log_file)}): {len(routes)} virtual hosts")
         for name in routes:
             say(f"      {name}")
 
@@ -371,12 +399,12 @@ def up(stack_name: str, state: Path, *, keep: bool) -> int:
         _start_emulator(machine)
         # refresh: if the emulator's db was reset since the last run, the stack learns it and recreates.
         with step(f"pulumi up --refresh (stack {stack_name})"):
-            result = _up_refreshed(stack)
+            result = stack.up(refresh=True, on_event=_print_resource_steps, color="never")
             changes = {k: v for k, v in (result.summary.resource_changes or {}).items() if k != "same"}
             say(f"    {'changes: ' + str(changes) if changes else 'no changes'}")
         outputs = {key: value.value for key, value in result.outputs.items()}
         _start_sshds(machine, outputs)
-        _start_gateway(machine)
+        _start_gateway(machine, outputs)
         config = _write_ssh_files(outputs, state, keys)
         with step("ssh through every instance's public port (BatchMode, StrictHostKeyChecking yes, the CA line)"):
             answers = _ssh_all(outputs, config)
@@ -412,18 +440,6 @@ def up(stack_name: str, state: Path, *, keep: bool) -> int:
         return 1
     say(f"==> main job OK: {answered}/{total} instances answered through their public ports ({took:.1f}s)")
     return 0
-
-
-def _up_refreshed(stack: auto.Stack) -> auto.UpResult:
-    """`up --refresh`, except for rendered Kubernetes objects: with no cluster to read them from,
-    pulumi-kubernetes fails their refresh ("unreachable cluster"), so only the rest is refreshed first."""
-    resources = (stack.export_stack().deployment or {}).get("resources", [])
-    if not any(str(r.get("type", "")).startswith("kubernetes:") for r in resources):
-        return stack.up(refresh=True, on_event=_print_resource_steps, color="never")
-    others = [str(r["urn"]) for r in resources if str(r.get("type", "")) in (PANGOLIN_TYPE, ALLOCATION_TYPE)]
-    if others:
-        stack.refresh(target=others, on_event=_print_resource_steps, color="never")
-    return stack.up(on_event=_print_resource_steps, color="never")
 
 
 def _finish(machine: Machine, *, keep: bool) -> None:

@@ -1,4 +1,7 @@
-"""A real Envoy on loopback, configured the way istiod configures an Istio ingress gateway, for the CONNECT path.
+"""A real Envoy on loopback for the CONNECT path: configured the way istiod configures an Istio ingress gateway
+(`EnvoyGateway`), or run from a stack's `envoyConfig` output as a standalone gateway (`StandaloneEnvoyProcess`).
+Both are an `EnvoyProcess`: started attached or detached (`scripts/demo --keep`), found again through a pid file,
+stopped.
 
 What istiod would send the gateway is rebuilt here from its source (istio/istio, the pseudo-version in
 scripts/toolchain/versions.env), then our EnvoyFilters are applied to it by Istio's own patch code (the Go
@@ -35,7 +38,7 @@ import urllib.request
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from ssh_gateway.core.connect import HCM_FILTER, HCM_TYPE, ROUTER_FILTER, ROUTER_TYPE
 from ssh_gateway.ops.toolchain import toolchain_binary
@@ -47,6 +50,8 @@ __all__ = [
     "WEB_VIRTUAL_HOST",
     "EnvoyError",
     "EnvoyGateway",
+    "EnvoyProcess",
+    "StandaloneEnvoyProcess",
     "apply_istio_patches",
     "detached_pid",
     "envoy_binary",
@@ -191,17 +196,18 @@ def apply_istio_patches(
 
 
 def _pid_file(directory: Path) -> PidFile:
-    # Ours while the process runs this directory's bootstrap (a stale pid file is never mistaken for ours).
-    return PidFile(directory / "envoy.pid", marker=str(directory / "bootstrap.json"))
+    # Ours while the process runs this directory's bootstrap, .json or .yaml (a stale pid file is never mistaken
+    # for ours).
+    return PidFile(directory / "envoy.pid", marker=str(directory / "bootstrap."))
 
 
 def detached_pid(directory: Path) -> int | None:
-    """The pid of the Envoy a detached `EnvoyGateway.start` left running in `directory`, else None."""
+    """The pid of the Envoy a detached `EnvoyProcess.start` left running in `directory`, else None."""
     return _pid_file(directory).running_pid()
 
 
 def stop_detached(directory: Path, timeout: float = 10.0) -> bool:
-    """Stops the Envoy a detached `EnvoyGateway.start` left running in `directory`; True if one ran."""
+    """Stops the Envoy a detached `EnvoyProcess.start` left running in `directory`; True if one ran."""
     return _pid_file(directory).terminate(timeout)
 
 
@@ -280,41 +286,24 @@ def envoy_validate(
 
 
 @dataclass
-class EnvoyGateway:
-    """One Envoy on loopback playing an Istio ingress gateway pod, with our EnvoyFilters applied by Istio's code.
-
-    `port` is the listener port (what the EnvoyFilters must match, so the caller picks it first, e.g. with
-    `free_port()`); `clusters` maps each upstream cluster istiod would generate (`outbound|22||<authority>`,
-    see `connect_cluster`) to the loopback port of the sshd standing in for that Service."""
+class EnvoyProcess:
+    """One Envoy on loopback running the bootstrap `configure` writes into `directory`; ready when its listener on
+    `port` accepts."""
 
     directory: Path
     port: int
-    clusters: Mapping[str, int]
-    filters: Sequence[Mapping[str, Any]]
-    selector: Mapping[str, str]
-    namespace: str = "istio-system"
-    stream_idle_timeout: float | None = None
-    other_virtual_hosts: Sequence[Mapping[str, Any]] = (WEB_VIRTUAL_HOST,)
-    admin_port: int = field(default_factory=free_port)
-    listener: dict[str, Any] | None = field(default=None, init=False)
-    route_configuration: dict[str, Any] = field(default_factory=dict, init=False)
     _process: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
+
+    BOOTSTRAP: ClassVar[str] = "bootstrap.json"
+    """The bootstrap's file name: Envoy picks its parser by the extension (.json, .yaml)."""
 
     @property
     def log_file(self) -> Path:
         return self.directory / "envoy.log"
 
     @property
-    def access_log(self) -> Path:
-        return self.directory / "admin-access.log"
-
-    @property
-    def rds_file(self) -> Path:
-        return self.directory / "rds" / "routes.json"
-
-    @property
     def bootstrap_file(self) -> Path:
-        return self.directory / "bootstrap.json"
+        return self.directory / self.BOOTSTRAP
 
     @property
     def _pid(self) -> PidFile:
@@ -325,6 +314,120 @@ class EnvoyGateway:
         if self._process is not None and self._process.poll() is None:
             return self._process.pid
         return self._pid.running_pid()
+
+    def configure(self) -> None:
+        """Writes `bootstrap_file`."""
+        raise NotImplementedError
+
+    def _ready(self) -> bool:
+        return _accepts(self.port)
+
+    def _not_ready(self) -> str:
+        """What was still missing when Envoy was not ready in time."""
+        return f"listener 127.0.0.1:{self.port} not accepting"
+
+    def start(self, timeout: float = 30.0, *, detach: bool = False) -> None:
+        """Configures and starts Envoy, and waits until it is ready.
+
+        `detach`: Envoy outlives this process (`scripts/demo --keep`), in a session of its own, found again and
+        stopped through its pid file; otherwise it dies with this process."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.configure()
+        command = [str(envoy_binary()), "-c", str(self.bootstrap_file), "--log-path", str(self.log_file)]
+        # Logs reach the file within 0.2 s (default 10 s), so a caller can read what Envoy just said.
+        command += ["--disable-hot-restart", "--concurrency", "1", "-l", "info", "--file-flush-interval-msec", "200"]
+        setpriv = shutil.which("setpriv")
+        if setpriv and not detach:
+            # Killed with the process that started it even when that one dies by SIGKILL (a killed pytest).
+            command = [setpriv, "--pdeathsig", "TERM", "--", *command]
+        with (self.directory / "envoy.stdout").open("ab") as out:
+            self._process = subprocess.Popen(  # noqa: S603
+                command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=detach
+            )
+        if detach:
+            self._pid.write(self._process.pid)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                raise EnvoyError(f"envoy exited with {self._process.returncode} while starting{self.log_tail()}")
+            if self._ready():
+                return
+            time.sleep(0.1)
+        self.stop()
+        raise EnvoyError(f"envoy was not ready within {timeout:.0f}s ({self._not_ready()}){self.log_tail()}")
+
+    def stop(self, timeout: float = 10.0) -> bool:
+        """SIGTERM, then SIGKILL after `timeout` seconds; also an Envoy a detached start left. True if one ran."""
+        process, self._process = self._process, None
+        if process is None or process.poll() is not None:
+            return self._pid.terminate(timeout)
+        self._pid.path.unlink(missing_ok=True)
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout)
+        return True
+
+    def log_tail(self, lines: int = 12) -> str:
+        """Envoy's warnings and errors (or, if none, its last lines), for an exception's text."""
+        if not self.log_file.exists():
+            return ""
+        logged = self.log_file.read_text(errors="replace").splitlines()
+        problems = [line for line in logged if _PROBLEM.search(line)]
+        tail = problems[-lines:] or logged[-lines:]
+        return f"\n  last lines of {self.log_file}:\n    " + "\n    ".join(tail) if tail else ""
+
+    def __enter__(self) -> EnvoyProcess:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+@dataclass
+class StandaloneEnvoyProcess(EnvoyProcess):
+    """A standalone CONNECT gateway (`connect.gateway.kind: envoy`) run from the stack's `envoyConfig` output, as
+    the operator runs it: nothing added. `port` is the config's listener port."""
+
+    config: str
+    """The bootstrap, YAML (the stack output `envoyConfig`)."""
+
+    BOOTSTRAP: ClassVar[str] = "bootstrap.yaml"
+
+    def configure(self) -> None:
+        if not self.config.strip():
+            raise EnvoyError("no Envoy config: the stack has no envoyConfig output (no connect-mode instance?)")
+        self.bootstrap_file.write_text(self.config)
+
+
+@dataclass
+class EnvoyGateway(EnvoyProcess):
+    """One Envoy on loopback playing an Istio ingress gateway pod, with our EnvoyFilters applied by Istio's code.
+
+    `port` is the listener port (what the EnvoyFilters must match, so the caller picks it first, e.g. with
+    `free_port()`); `clusters` maps each upstream cluster istiod would generate (`outbound|22||<authority>`,
+    see `connect_cluster`) to the loopback port of the sshd standing in for that Service."""
+
+    clusters: Mapping[str, int]
+    filters: Sequence[Mapping[str, Any]]
+    selector: Mapping[str, str]
+    namespace: str = "istio-system"
+    stream_idle_timeout: float | None = None
+    other_virtual_hosts: Sequence[Mapping[str, Any]] = (WEB_VIRTUAL_HOST,)
+    admin_port: int = field(default_factory=free_port)
+    listener: dict[str, Any] | None = field(default=None, init=False)
+    route_configuration: dict[str, Any] = field(default_factory=dict, init=False)
+
+    @property
+    def access_log(self) -> Path:
+        return self.directory / "admin-access.log"
+
+    @property
+    def rds_file(self) -> Path:
+        return self.directory / "rds" / "routes.json"
 
     def configure(self) -> None:
         """Builds istiod's gateway config, applies the EnvoyFilters with Istio's code, writes bootstrap and RDS."""
@@ -355,36 +458,12 @@ class EnvoyGateway:
         fresh.write_text(json.dumps(response))
         fresh.replace(self.rds_file)
 
-    def start(self, timeout: float = 30.0, *, detach: bool = False) -> None:
-        """Configures and starts Envoy, and waits until it is ready (admin `/ready` LIVE, listener accepting).
+    def _ready(self) -> bool:
+        # Admin /ready is LIVE once the RDS routes are in, which the listener accepting alone does not say.
+        return self.admin("/ready") == "LIVE" and _accepts(self.port)
 
-        `detach`: Envoy outlives this process (`scripts/demo --keep`), in a session of its own, found again and
-        stopped through its pid file; otherwise it dies with this process."""
-        self.configure()
-        command = [str(envoy_binary()), "-c", str(self.bootstrap_file), "--log-path", str(self.log_file)]
-        # Logs reach the file within 0.2 s (default 10 s), so a caller can read what Envoy just said.
-        command += ["--disable-hot-restart", "--concurrency", "1", "-l", "info", "--file-flush-interval-msec", "200"]
-        setpriv = shutil.which("setpriv")
-        if setpriv and not detach:
-            # Killed with the process that started it even when that one dies by SIGKILL (a killed pytest).
-            command = [setpriv, "--pdeathsig", "TERM", "--", *command]
-        with (self.directory / "envoy.stdout").open("ab") as out:
-            self._process = subprocess.Popen(  # noqa: S603
-                command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=detach
-            )
-        if detach:
-            self._pid.write(self._process.pid)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self._process.poll() is not None:
-                raise EnvoyError(f"envoy exited with {self._process.returncode} while starting{self.log_tail()}")
-            if self.admin("/ready") == "LIVE" and _accepts(self.port):
-                return
-            time.sleep(0.1)
-        self.stop()
-        raise EnvoyError(
-            f"envoy was not ready within {timeout:.0f}s (admin /ready: {self.admin('/ready')}){self.log_tail()}"
-        )
+    def _not_ready(self) -> str:
+        return f"admin /ready: {self.admin('/ready')}"
 
     def admin(self, path: str) -> str | None:
         """GET an admin endpoint; its body stripped, or None when the admin port does not answer."""
@@ -403,35 +482,9 @@ class EnvoyGateway:
                 return int(value)
         return None
 
-    def stop(self, timeout: float = 10.0) -> bool:
-        """SIGTERM, then SIGKILL after `timeout` seconds; also an Envoy a detached start left. True if one ran."""
-        process, self._process = self._process, None
-        if process is None or process.poll() is not None:
-            return self._pid.terminate(timeout)
-        self._pid.path.unlink(missing_ok=True)
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout)
-        return True
-
-    def log_tail(self, lines: int = 12) -> str:
-        """Envoy's warnings and errors (or, if none, its last lines), for an exception's text."""
-        if not self.log_file.exists():
-            return ""
-        logged = self.log_file.read_text(errors="replace").splitlines()
-        problems = [line for line in logged if _PROBLEM.search(line)]
-        tail = problems[-lines:] or logged[-lines:]
-        return f"\n  last lines of {self.log_file}:\n    " + "\n    ".join(tail) if tail else ""
-
     def __enter__(self) -> EnvoyGateway:
         self.start()
         return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
 
 def _accepts(port: int) -> bool:

@@ -42,6 +42,7 @@ from ssh_gateway.core.names import (
 )
 from ssh_gateway.core.ports import PortRange
 from ssh_gateway.core.settings import ConnectModeInstance, SettingsError, decode_config, parse_settings
+from ssh_gateway.core.targets import StaticTarget
 
 __all__ = ["InstanceChange", "Summary", "render", "summarize"]
 
@@ -221,8 +222,15 @@ class _Endpoints:
     old: Mapping[str, Any]
     authorities: Mapping[str, str] = field(default_factory=dict)
     """Connect-mode instances (by the new config) and their CONNECT authorities."""
+    upstreams: Mapping[str, str] = field(default_factory=dict)
+    """Static connect-mode instances (by the new config) and the `host:port` the gateway reaches them at."""
     entry: tuple[str, int] | None = None
     """The CONNECT entry's public host and port, by the new config."""
+
+    def was_connect(self, instance: str) -> bool:
+        """Whether the old outputs have the instance in connect mode (with or without an EnvoyFilter of its own)."""
+        previous = self.old.get(instance)
+        return isinstance(previous, Mapping) and previous.get("routing") == "connect"
 
     def routing(self, instance: str, ops: Mapping[str, str]) -> str:
         """`connect` or `port`: by the new config, else by the old outputs, else by the resources' types."""
@@ -265,6 +273,7 @@ def _endpoints(preview: Mapping[str, Any], steps: Sequence[Mapping[str, Any]]) -
     users: dict[str, str] = {}
     hosts: dict[str, str] = {}
     authorities: dict[str, str] = {}
+    upstreams: dict[str, str] = {}
     entry = None
     config = preview.get("config")
     if isinstance(config, Mapping):
@@ -277,13 +286,21 @@ def _endpoints(preview: Mapping[str, Any], steps: Sequence[Mapping[str, Any]]) -
                 users[inst.name] = inst.user
                 if isinstance(inst, ConnectModeInstance):
                     authorities[inst.name] = settings.connect_instance(inst).authority
+                    target = settings.connect_target(inst)
+                    if isinstance(target, StaticTarget):  # behind a standalone Envoy
+                        upstreams[inst.name] = f"{target.host}:{target.port}"
                 else:
                     hosts[inst.name] = public_host(settings.gateway.host_template, inst.name)
             if settings.connect is not None:
                 public = settings.connect_entry()
                 entry = (public.host, public.port)
     return _Endpoints(
-        users=users, hosts=hosts, old=old if isinstance(old, Mapping) else {}, authorities=authorities, entry=entry
+        users=users,
+        hosts=hosts,
+        old=old if isinstance(old, Mapping) else {},
+        authorities=authorities,
+        upstreams=upstreams,
+        entry=entry,
     )
 
 
@@ -344,7 +361,8 @@ def _row(inst: _Instance, alloc: _Allocation, endpoints: _Endpoints) -> Instance
     target_moved = any(k in old_in and k in new_in and old_in[k] != new_in[k] for k in _TARGET_KEYS)
     service_op = inst.ops.get(SERVICE_TYPE)
     target_moved = target_moved or (component is None and service_op is not None)
-    if component != "delete" and inst.ops.get(ENVOY_FILTER_TYPE) == "delete":
+    left_connect = inst.ops.get(ENVOY_FILTER_TYPE) == "delete" or endpoints.was_connect(inst.name)
+    if component != "delete" and left_connect:
         change = "routing changed (connect → port)"  # its route goes, its Service stays (aliased)
     elif component == "create":
         change = "added"
@@ -416,7 +434,7 @@ def _connect_row(inst: _Instance, endpoints: _Endpoints) -> InstanceChange:
         change = "touched"
     authority = _domain(inst.steps.get(ENVOY_FILTER_TYPE, {}))
     endpoint = endpoints.connect_endpoint(inst.name, authority)
-    target = f"{endpoints.authorities.get(inst.name) or authority or '?'}:22"
+    target = endpoints.upstreams.get(inst.name) or f"{endpoints.authorities.get(inst.name) or authority or '?'}:22"
     touched = tuple(
         f"{urn_name(str(step.get('urn', '')))}: {', '.join(keys)}"
         for kind, step in sorted(inst.steps.items())

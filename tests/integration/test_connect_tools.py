@@ -39,6 +39,37 @@ def connect_instance(name: str, **extra: Any) -> dict[str, Any]:
     return {"name": name, "routing": "connect", **extra}
 
 
+def envoy_section(port: int = CONNECT_PORT) -> dict[str, Any]:
+    """A standalone Envoy as the gateway (connect.gateway.kind envoy)."""
+    gateway = {"kind": "envoy", "listenerPort": 20080, "targetHost": "10.0.0.9"}
+    return {"gateway": gateway, "public": {"via": "pangolin", "port": port}}
+
+
+def static_connect(name: str, port: int = 2225) -> dict[str, Any]:
+    return connect_instance(name, target="static", staticHost="127.0.0.1", staticPort=port)
+
+
+def test_summary_of_an_envoy_connect_preview(emulator: EmulatorHandle, make_stack: StackFactory) -> None:
+    """Behind a standalone Envoy there are no EnvoyFilters: a switch of routing is read from the old outputs, and
+    a static connect-mode instance's target is its staticHost:staticPort."""
+    stack = make_stack(stack_config(emulator, [static_instance("a"), static_connect("c1")], connect=envoy_section()))
+    stack.up()
+    after = [static_connect("a", 2226), static_instance("c1"), static_connect("c2")]
+    make_stack(stack_config(emulator, after, connect=envoy_section()), name=stack.name)
+
+    preview = pulumi("preview", "--json", "--stack", stack.name)
+    assert preview.returncode == 0, preview.stderr
+    rows = {row.instance: row for row in summarize(json.loads(preview.stdout)).rows}
+    assert {name: (row.routing, row.change, row.target) for name, row in rows.items()} == {
+        "a": ("connect", "routing changed (port → connect)", "127.0.0.1:2226"),
+        "c1": ("port", "routing changed (connect → port)", "127.0.0.1:2222"),
+        "c2": ("connect", "added", "127.0.0.1:2225"),
+    }
+    assert (
+        rows["c2"].endpoint == f"CONNECT ssh-c2.default.svc.cluster.local via ssh-connect.example.test:{CONNECT_PORT}"
+    )
+
+
 def test_summary_of_a_connect_preview(emulator: EmulatorHandle, make_stack: StackFactory, tmp_path: Path) -> None:
     before = [static_instance("a"), connect_instance("c1"), connect_instance("c3")]
     config = stack_config(emulator, before, render_dir=tmp_path / "rendered", connect=connect_section())
@@ -77,14 +108,19 @@ def test_summary_of_a_connect_preview(emulator: EmulatorHandle, make_stack: Stac
     assert f"| `CONNECT entry` | connect | port changed ({CONNECT_PORT} → {CONNECT_PORT + 1}) |" in markdown
 
 
+@pytest.mark.parametrize("kind", ["istio", "envoy"])
 def test_a_connect_stack_passes_the_pack_with_its_nsg_rule(
-    azure_native: str, emulator: EmulatorHandle, make_stack: StackFactory, tmp_path: Path
+    azure_native: str, emulator: EmulatorHandle, make_stack: StackFactory, tmp_path: Path, kind: str
 ) -> None:
     firewall = {"resourceGroup": "rg-gw", "nsgName": "nsg-gw", "sourceCidrs": ["203.0.113.0/24"]}
-    instances = [static_instance("a"), connect_instance("c1"), connect_instance("c2")]
-    config = stack_config(
-        emulator, instances, render_dir=tmp_path / "rendered", firewall=firewall, connect=connect_section()
-    )
+    if kind == "envoy":  # static targets behind a standalone Envoy: no Kubernetes object at all
+        instances = [static_instance("a"), static_connect("c1"), static_connect("c2", 2226)]
+        config = stack_config(emulator, instances, firewall=firewall, connect=envoy_section())
+    else:
+        instances = [static_instance("a"), connect_instance("c1"), connect_instance("c2")]
+        config = stack_config(
+            emulator, instances, render_dir=tmp_path / "rendered", firewall=firewall, connect=connect_section()
+        )
     stack = make_stack(config)
     preview = pulumi(
         "preview", "--policy-pack", PACK, "--stack", stack.name, env={"PULUMI_DEBUG_PROVIDERS": azure_native}

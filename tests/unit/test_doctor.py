@@ -3,6 +3,7 @@ Pangolin check against a mock transport, and the table."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import socket
 import threading
@@ -23,6 +24,7 @@ from ssh_gateway.ops.doctor.checks import (
     fingerprint,
     judge_certificates,
 )
+from ssh_gateway.ops.doctor.connect import check_connect
 
 pytestmark = pytest.mark.unit
 
@@ -314,3 +316,44 @@ def test_the_layer_is_skipped_for_pinned_or_uncovered_instances() -> None:
     assert (pinned.status, pinned.detail) == ("skip", "a host key is pinned (hostKey): the hostkey layer checks it")
     uncovered = check_host_identity(endpoint(), 1.0)
     assert uncovered.status == "skip" and "covers [127.0.0.1]:40001" in uncovered.detail
+
+
+# --- a connect-mode instance behind a standalone Envoy ----------------------------------------------------------
+
+
+def answered(status_line: bytes, connect_endpoint: Endpoint) -> Check:
+    """`check_connect` on one end of a socket pair whose other end answers `status_line`."""
+    ours, gateway = socket.socketpair()
+    with ours, gateway:
+        gateway.sendall(status_line + b"\r\ncontent-length: 0\r\n\r\n")
+        return check_connect(ours, connect_endpoint, 2.0)
+
+
+def test_a_standalone_envoys_404_says_to_restart_it_with_the_current_config() -> None:
+    outputs = {
+        "endpoints": {
+            "gpu-c1": {
+                "routing": "connect",
+                "host": "127.0.0.1",
+                "port": 20443,
+                "user": "root",
+                "authority": "ssh-gpu-c1.default.svc.cluster.local",
+                "route": "envoyConfig/ssh-gateway.ssh-gpu-c1.default.svc.cluster.local",
+                "pangolinResourceId": 3,
+            }
+        },
+        "connect": {"via": "pangolin", "gateway": {"kind": "envoy", "listenerPort": 20080}},
+    }
+    [envoy] = endpoints_from_outputs(outputs, project="ssh-gateway", stack="local")
+    assert envoy.gateway_kind == "envoy"
+    check = answered(b"HTTP/1.1 404 Not Found", envoy)
+    assert check.status == "fail"
+    assert check.fix.startswith(
+        "no route for ssh-gpu-c1.default.svc.cluster.local: the Envoy has no virtual host for it "
+        "(envoyConfig/ssh-gateway.ssh-gpu-c1.default.svc.cluster.local), so it runs an older envoyConfig"
+    )
+    assert 'envoy --config-yaml "$(pulumi stack output envoyConfig)"' in check.fix
+    assert "EnvoyFilter" not in check.fix and "EnvoyFilter" not in answered(b"HTTP/1.1 503 x", envoy).fix
+    # The same status from an Istio gateway still names its EnvoyFilter.
+    istio = dataclasses.replace(envoy, gateway_kind="istio", route="istio-system/ssh-gpu-c1.default.connect")
+    assert "EnvoyFilter istio-system/ssh-gpu-c1.default.connect" in answered(b"HTTP/1.1 404 Not Found", istio).fix

@@ -46,9 +46,14 @@ def connect_request(authority: str, version: str = "1.1") -> bytes:
     return f"CONNECT {authority}:{SSH_PORT} HTTP/{version}\r\nHost: {authority}:{SSH_PORT}\r\n\r\n".encode()
 
 
+_RESTART_ENVOY = 'restart it with the current one: envoy --config-yaml "$(pulumi stack output envoyConfig)"'
+
+
 def _fix(endpoint: Endpoint, status: int) -> str:
     """Which layer a status names, and what to do about it."""
     authority = endpoint.authority
+    if endpoint.gateway_kind == "envoy":
+        return _envoy_fix(endpoint, status)
     match status:
         case 404:
             return (
@@ -68,6 +73,30 @@ def _fix(endpoint: Endpoint, status: int) -> str:
             )
         case _:
             return f"the gateway answered CONNECT with {status}: it is not routing CONNECT for {authority}"
+
+
+def _envoy_fix(endpoint: Endpoint, status: int) -> str:
+    """The same statuses from a standalone Envoy, whose whole config is the stack's `envoyConfig` output."""
+    authority = endpoint.authority
+    match status:
+        case 404:
+            return (
+                f"no route for {authority}: the Envoy has no virtual host for it "
+                f"({endpoint.route or 'see the endpoints output'}), so it runs an older envoyConfig than the stack's; "
+                f"{_RESTART_ENVOY}"
+            )
+        case 503:
+            return (
+                f"nothing answers behind {authority}: Envoy's cluster for it (its staticHost:staticPort, or its "
+                "Service's DNS name) is not reachable from Envoy, or no sshd listens there"
+            )
+        case 426:
+            return (
+                "the Envoy refuses HTTP/1.0 CONNECT (nc -X connect, socat) although the stack sets "
+                f"ssh-gateway:connect.acceptHttp10: it runs an older envoyConfig; {_RESTART_ENVOY}"
+            )
+        case _:
+            return f"the Envoy answered CONNECT with {status}: it is not routing CONNECT for {authority}"
 
 
 def check_connect(sock: socket.socket, endpoint: Endpoint, timeout: float, version: str = "1.1") -> Check:

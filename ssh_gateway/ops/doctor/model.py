@@ -56,7 +56,11 @@ class Endpoint:
     authority: str | None = None
     """A connect-mode instance's CONNECT authority (its ssh HostName)."""
     route: str | None = None
-    """A connect-mode instance's EnvoyFilter, `<namespace>/<name>`."""
+    """Where a connect-mode instance's route is: its EnvoyFilter `<namespace>/<name>`, or its virtual host in the
+    standalone Envoy's config, `envoyConfig/<virtual host>`."""
+    gateway_kind: str = "istio"
+    """A connect-mode instance's gateway: `istio` (EnvoyFilters on an ingress gateway) or `envoy` (a standalone
+    Envoy running the stack's envoyConfig)."""
     accept_http10: bool = False
     """The stack turns HTTP/1.0 CONNECT on (`nc -X connect`): the doctor checks that the gateway accepts it."""
     via: str | None = None
@@ -156,6 +160,7 @@ def endpoints_from_outputs(outputs: Mapping[str, Any], *, project: str, stack: s
                 route=str(ep["route"]) if ep.get("route") else None,
                 accept_http10=bool(connect.get("acceptHttp10")),
                 via=str(connect.get("via") or "pangolin"),
+                gateway_kind=str((connect.get("gateway") or {}).get("kind") or "istio"),
             )
         else:
             endpoint = Endpoint(**common, expected_name=pangolin_resource_name(project, stack, name))

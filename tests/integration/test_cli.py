@@ -195,12 +195,18 @@ def test_instances_add_shows_the_new_port_in_the_preview_and_keeps_the_file_comm
 def test_a_static_stack_needs_no_kubernetes_plugin(
     emulator: EmulatorHandle, make_stack: StackFactory, tmp_path: Path
 ) -> None:
-    """Why scripts/demo bootstraps only venv and cli: a PULUMI_HOME without any plugin runs a static stack."""
-    stack = make_stack(stack_config(emulator, [static_instance("a")]))
+    """Why scripts/demo bootstraps only venv and cli: a PULUMI_HOME without any plugin runs a static stack, its
+    connect-mode instance (static, behind a standalone Envoy) included, as stacks/Pulumi.local.yaml has it."""
+    envoy = {"kind": "envoy", "listenerPort": 20080, "targetHost": "127.0.0.1"}
+    connect = {"gateway": envoy, "public": {"via": "pangolin", "port": 40443}}
+    behind_envoy = static_instance("c", routing="connect", staticPort=2225)
+    stack = make_stack(stack_config(emulator, [static_instance("a"), behind_envoy], connect=connect))
     empty_home = tmp_path / "pulumi-home"
     empty_home.mkdir()
     for command in (["preview"], ["up", "--yes"]):
         result = pulumi(*command, "--stack", stack.name, env={"PULUMI_HOME": str(empty_home)})
         assert result.returncode == 0, result.stdout + result.stderr
     assert not (empty_home / "plugins").exists() or not any((empty_home / "plugins").iterdir())
-    assert int(stack.outputs()["endpoints"].value["a"]["port"]) == 40000
+    outputs = stack.outputs()
+    assert int(outputs["endpoints"].value["a"]["port"]) == 40000
+    assert "outbound|22||ssh-c.default.svc.cluster.local" in outputs["envoyConfig"].value

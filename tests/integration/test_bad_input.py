@@ -53,9 +53,20 @@ CASES: list[tuple[str, dict[str, Any], str]] = [
         "ssh-gateway:routing: connect needs ssh-gateway:connect",
     ),
     (
-        "static target behind CONNECT",
-        {"routing": "connect"},  # the stack's one instance is static
-        "ssh-gateway:instances[0].target = \"static\": target 'static' needs routing: port",
+        "static target behind Istio",
+        {"routing": "connect", "connect": {"public": {"port": 40443}}},  # the stack's one instance is static
+        "ssh-gateway:instances[0].target: instance 'a' has target static, which only connect.gateway.kind envoy "
+        "routes to: an Istio gateway routes CONNECT only to cluster Services",
+    ),
+    (
+        "Istio key under kind envoy",
+        {
+            "connect": {
+                "gateway": {"kind": "envoy", "targetHost": "10.0.0.9", "selector": {}},
+                "public": {"port": 40443},
+            }
+        },
+        "ssh-gateway:connect.gateway.selector: only for connect.gateway.kind istio",
     ),
 ]
 

@@ -14,9 +14,9 @@ from providers.unknowns import has_unknowns
 from ssh_gateway.core.host_identity import (
     MAX_VALID_DAYS,
     HostIdentityError,
+    key_pair_from_private_seed,
     normalize_principals,
     parse_public_key,
-    public_key_of,
 )
 
 __all__ = [
@@ -34,6 +34,8 @@ CA_REPLACE_KEYS: Final = ("generation",)
 """A CA's key changes only with its generation: bumping it replaces the CA (a rotation with no overlap)."""
 
 KEY_INPUT_KEYS: Final = ("principals", "validDays", "keyId", "caPublicKey", "caPrivateKey", "generation")
+"""`caPrivateKey` is the signing CA's key as its seed (`private_seed`): 44 characters, not a 400-character key
+file, in every host key's inputs and so in every checkpoint."""
 KEY_REPLACE_KEYS: Final = ("generation",)
 """A host key changes only with its generation: bumping it replaces the key (rotates one instance)."""
 KEY_REISSUE_KEYS: Final = ("principals", "validDays", "keyId", "caPublicKey")
@@ -81,8 +83,8 @@ def _ca_public_key(value: Any) -> str:
 
 def _ca_private_key(value: Any) -> str:
     if not isinstance(value, str):
-        raise HostIdentityError("caPrivateKey is not a string (value not shown, it is secret): expected an OpenSSH key")
-    public_key_of(value, name="caPrivateKey")  # parses it; the messages never quote a private key
+        raise HostIdentityError("caPrivateKey is not a string (value not shown, it is secret): expected a seed")
+    key_pair_from_private_seed(value, name="caPrivateKey")  # parses it; the messages never quote a private key
     return value
 
 
@@ -118,7 +120,7 @@ def check_inputs(keys: tuple[str, ...], news: dict[str, Any]) -> tuple[dict[str,
         "caPrivateKey" in keys
         and not failed & {"caPrivateKey", "caPublicKey"}
         and not has_unknowns([private, public])
-        and public_key_of(str(private), name="caPrivateKey") != public
+        and key_pair_from_private_seed(str(private), name="caPrivateKey").public_key != public
     ):
         failures.append(("caPrivateKey", "caPrivateKey is not the private half of caPublicKey (value not shown)"))
     return inputs, failures

@@ -22,11 +22,11 @@ from typing import Any, Final
 from pangolin_emulator.harness import running_emulator
 from ssh_gateway.ops.automation import state_file
 
-from .stacks import instance_names, open_program, program_config
+from .stacks import HOST_IDENTITY_OFF, instance_names, open_program, program_config
 
 CONFIGS: Final[dict[str, dict[str, Any]]] = {
     "host identity on": {},
-    "host identity off": {"ssh-gateway:hostIdentity": {"enabled": False}},
+    "host identity off": HOST_IDENTITY_OFF,
 }
 _PARTS: Final = ("inputs", "outputs", "dependencies", "rest")
 _DEPENDENCIES: Final = ("dependencies", "propertyDependencies")

@@ -2,7 +2,8 @@
 
 Property keys are camelCase, as the engine, the state and `pulumi preview --diff` show them. Each check
 turns a bad value into one message that names the property, the value (never a private key's) and what is
-allowed; the provider reports it as a `CheckFailure` on that property.
+allowed; the provider reports it as a `CheckFailure` on that property (a secret input's on none, see
+`SECRET_INPUTS`).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ __all__ = [
     "KEY_INPUT_KEYS",
     "KEY_REISSUE_KEYS",
     "KEY_REPLACE_KEYS",
+    "SECRET_INPUTS",
     "SECRET_OUTPUTS",
     "check_inputs",
 ]
@@ -41,6 +43,11 @@ KEY_REPLACE_KEYS: Final = ("generation",)
 KEY_REISSUE_KEYS: Final = ("principals", "validDays", "keyId", "caPublicKey")
 """Inputs the certificate is made from: a change re-issues it in place, the key stays. The CA's private key
 is not compared: it belongs to `caPublicKey` (check proves it), and a secret is better left out of the diff."""
+
+SECRET_INPUTS: Final = ("caPrivateKey",)
+"""Inputs whose check failures name no property: for a failure on a property the engine prints that property's
+value beside the reason, secret or not (seen with v3.259.0: a CA key file in plaintext in the diagnostics).
+The reason still starts with the property's name."""
 
 SECRET_OUTPUTS: Final = ("privateKey",)
 """Outputs the engine must encrypt in state (the resources pass them as `additional_secret_outputs`)."""

@@ -43,6 +43,7 @@ from .models import (
     KEY_INPUT_KEYS,
     KEY_REISSUE_KEYS,
     KEY_REPLACE_KEYS,
+    SECRET_INPUTS,
     check_inputs,
 )
 
@@ -67,7 +68,7 @@ def _stored(props: dict[str, Any]) -> dict[str, Any]:
 
 def _failures(keys: tuple[str, ...], news: dict[str, Any]) -> CheckResult:
     inputs, problems = check_inputs(keys, news)
-    return CheckResult(inputs, [CheckFailure(key, reason) for key, reason in problems])
+    return CheckResult(inputs, [CheckFailure("" if key in SECRET_INPUTS else key, reason) for key, reason in problems])
 
 
 class SshHostCaProvider(ResourceProvider):

@@ -33,6 +33,7 @@ from ssh_gateway.core.ports import PortRange
 
 from .stacks import (
     FIRST_PORT,
+    HOST_IDENTITY_OFF,
     Bench,
     Clock,
     Options,
@@ -81,6 +82,7 @@ class Slope:
 
     steps: float
     writes: float
+    state_bytes: float
 
 
 def log(message: str) -> None:
@@ -128,8 +130,8 @@ def floor_timing(count: int, shape: str, previews: int = 3) -> Timing:
     return measure(open_floor(f"bench-{shape}-{count}", count, shape), previews=previews)
 
 
-def first_up_counts(open_stack: Callable[[int], Bench], count: int) -> tuple[int, int]:
-    """(engine steps, checkpoint writes) of the first `up` of `count` instances."""
+def first_up_counts(open_stack: Callable[[int], Bench], count: int) -> tuple[int, int, int]:
+    """(engine steps, checkpoint writes, state bytes) of the first `up` of `count` instances."""
     steps = 0
 
     def on_event(event: auto.EngineEvent) -> None:
@@ -140,21 +142,25 @@ def first_up_counts(open_stack: Callable[[int], Bench], count: int) -> tuple[int
     bench = open_stack(count)
     try:
         bench.timed_up(on_event)
-        return steps, bench.checkpoint_writes()
+        return steps, bench.checkpoint_writes(), bench.state_bytes()
     finally:
         bench.discard()
 
 
 def slope(open_stack: Callable[[int], Bench], small: int = 10, large: int = 20) -> Slope:
-    steps_s, writes_s = first_up_counts(open_stack, small)
-    steps_l, writes_l = first_up_counts(open_stack, large)
-    return Slope(steps=(steps_l - steps_s) / (large - small), writes=(writes_l - writes_s) / (large - small))
+    low, high = first_up_counts(open_stack, small), first_up_counts(open_stack, large)
+    steps, writes, size = ((h - lo) / (large - small) for lo, h in zip(low, high, strict=True))
+    return Slope(steps=steps, writes=writes, state_bytes=size)
 
 
-def program_slope(tmp: Path) -> Slope:
-    log("this project: engine steps and checkpoint writes of a first up (N=10 and 20, untimed)")
-    with emulator(tmp, "program-slope") as emu:
-        return slope(lambda n: open_program(f"bench-steps-{n}", emu, program_config(emu, instance_names(n)), RETAIN))
+def program_slope(tmp: Path, extra: dict[str, Any] | None = None, label: str = "") -> Slope:
+    log(f"this project{label}: engine steps and checkpoint writes of a first up (N=10 and 20, untimed)")
+    with emulator(tmp, f"program-slope{label.replace(' ', '-')}") as emu:
+        return slope(
+            lambda n: open_program(
+                f"bench-steps-{n}", emu, {**program_config(emu, instance_names(n)), **(extra or {})}, RETAIN
+            )
+        )
 
 
 def floor_slope() -> Slope:
@@ -249,6 +255,7 @@ def report(results: dict[str, Any], small: int, large: int, shards: int) -> str:
     graph_l: Timing | None = results.get("graph_large")
     sharded: Shards = results["shards"]
     mine: Slope = results["program_slope"]
+    mine_off: Slope = results["program_slope_off"]
     floor: Slope = results["floor_slope"]
     per_instance = (ours_l.state_bytes - ours_s.state_bytes) / (large - small)
     floor_per_instance = (graph_l.state_bytes - graph.state_bytes) / (large - small) if graph_l else None
@@ -266,14 +273,15 @@ def report(results: dict[str, Any], small: int, large: int, shards: int) -> str:
             "≤ 1.2x",
         ),
         (
-            "state bytes per instance",
-            f"{_kb(per_instance)} (graph floor {_kb(floor_per_instance) if floor_per_instance else 'not run'})",
+            "state bytes per instance (static instances, host identity on: the default)",
+            f"{_kb(per_instance)}; host identity off {_kb(mine_off.state_bytes)} (N=10 to 20); graph floor "
+            f"{_kb(floor_per_instance) if floor_per_instance else 'not run'}",
             "≤ 2.5 KB",
         ),
         (
             "engine steps per instance (first `up`)",
-            f"{mine.steps:.1f} steps, {mine.writes:.1f} checkpoint writes (graph floor: {floor.steps:.1f}, "
-            f"{floor.writes:.1f})",
+            f"{mine.steps:.1f} steps, {mine.writes:.1f} checkpoint writes (host identity off: {mine_off.steps:.1f}, "
+            f"{mine_off.writes:.1f}; graph floor: {floor.steps:.1f}, {floor.writes:.1f})",
             "—",
         ),
         (f"`up` of {large} fresh vs `up` of {small}", f"{_ratio(ours_l.up, ours_s.up)}{up_floor}", "≤ 20x"),
@@ -335,6 +343,7 @@ def main() -> None:
         results["graph_small"] = floor_timing(small, "graph")
         results["program_small"] = program_timing(tmp, small)
         results["program_slope"] = program_slope(tmp)
+        results["program_slope_off"] = program_slope(tmp, HOST_IDENTITY_OFF, " with host identity off")
         results["floor_slope"] = floor_slope()
         # One preview at the large N: three would add minutes to a run whose ratios move by a few percent.
         results["program_large"] = program_timing(tmp, large, previews=1)

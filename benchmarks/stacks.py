@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 import yaml
 from pulumi import automation as auto
@@ -26,6 +26,10 @@ from ssh_gateway.ops.toolchain import REPO, pulumi_env, pulumi_root
 FLOOR = REPO / "benchmarks" / "floor"
 FIRST_PORT = 20000
 """Every benchmark range starts here: below Linux's ephemeral ports, so the program warns about nothing."""
+
+
+HOST_IDENTITY_OFF: Final = {"ssh-gateway:hostIdentity": {"enabled": False}}
+"""Config added to `program_config` to issue no host keys: what an instance costs without its `SshHostKey`."""
 
 
 def instance_names(count: int, first: int = 0) -> list[str]:

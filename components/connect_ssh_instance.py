@@ -89,7 +89,8 @@ class ConnectSshInstance(pulumi.ComponentResource):
     host_key_line: pulumi.Output[str]
     """A plain known_hosts line (under the HostKeyAlias) for the key the instance serves, issued or pinned."""
     identity_files: pulumi.Output[dict[str, str] | None]
-    """The issued files when no Secret delivers them (rendered manifests), else None. Secret."""
+    """The issued files when no Secret delivers them (rendered manifests), else None. Secret. Not a registered
+    output: the stack output `hostIdentities` is its one copy in state."""
 
     def __init__(self, name: str, args: ConnectSshInstanceArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         # The alias lets an instance switch from routing port to connect: its Service keeps its URN (updated in
@@ -148,7 +149,6 @@ class ConnectSshInstance(pulumi.ComponentResource):
                 "ssh_config": self.ssh_config,
                 "known_hosts": self.known_hosts,
                 "host_key_line": self.host_key_line,
-                "identity_files": self.identity_files,
             }
         )
 

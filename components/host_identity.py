@@ -39,8 +39,8 @@ class HostIdentityArgs:
     key_id: str
     """The certificate's key id, shown in sshd's log and `ssh -v`."""
     secret: bool
-    """Deliver the files in a Kubernetes Secret next to the Service; else they are only the `identity_files`
-    output (static targets, rendered manifests)."""
+    """Deliver the files in a Kubernetes Secret next to the Service; else they are returned for the stack output
+    `hostIdentities` (static targets, rendered manifests)."""
 
 
 def issue_host_identity(

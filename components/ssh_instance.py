@@ -122,7 +122,8 @@ class SshInstance(pulumi.ComponentResource):
     """A plain known_hosts line for the key the instance serves, issued or pinned; empty when neither."""
     identity_files: pulumi.Output[dict[str, str] | None]
     """The issued `privateKey`, `publicKey` and `certificate` when no Secret delivers them (a static target,
-    rendered manifests), for the operator to install; else None. Secret."""
+    rendered manifests), for the operator to install; else None. Secret. Not a registered output: the stack
+    output `hostIdentities` is its one copy in state (each copy is rewritten at every checkpoint)."""
     pangolin_resource_id: pulumi.Output[int]
 
     def __init__(self, name: str, args: SshInstanceArgs, opts: pulumi.ResourceOptions | None = None) -> None:
@@ -176,7 +177,6 @@ class SshInstance(pulumi.ComponentResource):
                 "ssh_config": self.ssh_config,
                 "known_hosts": self.known_hosts,
                 "host_key_line": self.host_key_line,
-                "identity_files": self.identity_files,
                 "pangolin_resource_id": self.pangolin_resource_id,
             }
         )

@@ -2,7 +2,8 @@
 
 Property keys are camelCase, as the engine, the state and `pulumi preview --diff` show them. Each check
 turns a bad value into one message that names the property, the value (never a private key's) and what is
-allowed; the provider reports it as a `CheckFailure` on that property.
+allowed; the provider reports it as a `CheckFailure` on that property (a secret input's on none, see
+`SECRET_INPUTS`).
 """
 
 from __future__ import annotations
@@ -14,9 +15,9 @@ from providers.unknowns import has_unknowns
 from ssh_gateway.core.host_identity import (
     MAX_VALID_DAYS,
     HostIdentityError,
+    key_pair_from_private_seed,
     normalize_principals,
     parse_public_key,
-    public_key_of,
 )
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
     "KEY_INPUT_KEYS",
     "KEY_REISSUE_KEYS",
     "KEY_REPLACE_KEYS",
+    "SECRET_INPUTS",
     "SECRET_OUTPUTS",
     "check_inputs",
 ]
@@ -34,11 +36,18 @@ CA_REPLACE_KEYS: Final = ("generation",)
 """A CA's key changes only with its generation: bumping it replaces the CA (a rotation with no overlap)."""
 
 KEY_INPUT_KEYS: Final = ("principals", "validDays", "keyId", "caPublicKey", "caPrivateKey", "generation")
+"""`caPrivateKey` is the signing CA's key as its seed (`private_seed`): 44 characters, not a 400-character key
+file, in every host key's inputs and so in every checkpoint."""
 KEY_REPLACE_KEYS: Final = ("generation",)
 """A host key changes only with its generation: bumping it replaces the key (rotates one instance)."""
 KEY_REISSUE_KEYS: Final = ("principals", "validDays", "keyId", "caPublicKey")
 """Inputs the certificate is made from: a change re-issues it in place, the key stays. The CA's private key
 is not compared: it belongs to `caPublicKey` (check proves it), and a secret is better left out of the diff."""
+
+SECRET_INPUTS: Final = ("caPrivateKey",)
+"""Inputs whose check failures name no property: for a failure on a property the engine prints that property's
+value beside the reason, secret or not (seen with v3.259.0: a CA key file in plaintext in the diagnostics).
+The reason still starts with the property's name."""
 
 SECRET_OUTPUTS: Final = ("privateKey",)
 """Outputs the engine must encrypt in state (the resources pass them as `additional_secret_outputs`)."""
@@ -81,8 +90,8 @@ def _ca_public_key(value: Any) -> str:
 
 def _ca_private_key(value: Any) -> str:
     if not isinstance(value, str):
-        raise HostIdentityError("caPrivateKey is not a string (value not shown, it is secret): expected an OpenSSH key")
-    public_key_of(value, name="caPrivateKey")  # parses it; the messages never quote a private key
+        raise HostIdentityError("caPrivateKey is not a string (value not shown, it is secret): expected a seed")
+    key_pair_from_private_seed(value, name="caPrivateKey")  # parses it; the messages never quote a private key
     return value
 
 
@@ -118,7 +127,7 @@ def check_inputs(keys: tuple[str, ...], news: dict[str, Any]) -> tuple[dict[str,
         "caPrivateKey" in keys
         and not failed & {"caPrivateKey", "caPublicKey"}
         and not has_unknowns([private, public])
-        and public_key_of(str(private), name="caPrivateKey") != public
+        and key_pair_from_private_seed(str(private), name="caPrivateKey").public_key != public
     ):
         failures.append(("caPrivateKey", "caPrivateKey is not the private half of caPublicKey (value not shown)"))
     return inputs, failures

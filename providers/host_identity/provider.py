@@ -32,6 +32,7 @@ from ssh_gateway.core.host_identity import (
     Validity,
     fingerprint,
     generate_key_pair,
+    key_pair_from_private_seed,
     renewal_due,
     sign_host_certificate,
 )
@@ -42,6 +43,7 @@ from .models import (
     KEY_INPUT_KEYS,
     KEY_REISSUE_KEYS,
     KEY_REPLACE_KEYS,
+    SECRET_INPUTS,
     check_inputs,
 )
 
@@ -66,7 +68,7 @@ def _stored(props: dict[str, Any]) -> dict[str, Any]:
 
 def _failures(keys: tuple[str, ...], news: dict[str, Any]) -> CheckResult:
     inputs, problems = check_inputs(keys, news)
-    return CheckResult(inputs, [CheckFailure(key, reason) for key, reason in problems])
+    return CheckResult(inputs, [CheckFailure("" if key in SECRET_INPUTS else key, reason) for key, reason in problems])
 
 
 class SshHostCaProvider(ResourceProvider):
@@ -102,7 +104,7 @@ def _certificate_outputs(inputs: dict[str, Any], public_key: str) -> dict[str, A
     validity = Validity.for_days(int(inputs["validDays"]))
     serial = secrets.randbelow(_SERIAL_LIMIT)
     certificate = sign_host_certificate(
-        ca_private_key=str(inputs["caPrivateKey"]),
+        ca_private_key=key_pair_from_private_seed(str(inputs["caPrivateKey"]), name="caPrivateKey").private_key,
         host_public_key=public_key,
         principals=list(inputs["principals"]),
         key_id=str(inputs["keyId"]),

@@ -15,6 +15,7 @@ import pulumi
 import pulumi.dynamic
 
 from providers.pickling import unwrap_batch_setitems
+from ssh_gateway.core.host_identity import private_seed
 from ssh_gateway.core.names import HOST_CA_KIND, HOST_IDENTITY_MODULE, HOST_KEY_KIND
 
 from .models import SECRET_OUTPUTS
@@ -42,7 +43,8 @@ class SshHostKeyArgs:
     """Every name a client checks the certificate against: the public host, the ssh alias, the CONNECT
     authority. Order and case do not matter; a change re-issues the certificate, the key stays."""
     ca_private_key: pulumi.Input[str]
-    """The signing CA's private key (`SshHostCa.private_key`); always made a secret input."""
+    """The signing CA's private key file (`SshHostCa.private_key`); the input keeps only its seed, always a
+    secret."""
     ca_public_key: pulumi.Input[str]
     """The signing CA's public key (`SshHostCa.public_key`); a change re-issues the certificate."""
     valid_days: pulumi.Input[int] = DEFAULT_VALID_DAYS
@@ -147,8 +149,11 @@ class SshHostKey(_CamelCaseProperties, pulumi.dynamic.Resource, module=HOST_IDEN
             "valid_days": args.valid_days,
             "key_id": args.key_id if args.key_id is not None else name,
             "ca_public_key": args.ca_public_key,
-            # Secret even when the caller passes a plain string: inputs are stored in state too.
-            "ca_private_key": pulumi.Output.secret(args.ca_private_key),
+            # Secret even when the caller passes a plain string: inputs are stored in state too. Only the seed:
+            # every host key's inputs hold it and every checkpoint rewrites them.
+            "ca_private_key": pulumi.Output.secret(
+                pulumi.Output.from_input(args.ca_private_key).apply(lambda key: private_seed(key, name="caPrivateKey"))
+            ),
             "generation": args.generation,
             # Outputs only: None here so that the engine resolves them onto the attributes.
             **dict.fromkeys(("certificate", "serial", "valid_after", "valid_before", "ca_fingerprint")),

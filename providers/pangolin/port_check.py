@@ -45,9 +45,12 @@ class PortCheckProvider(ApiKeyFromConfig, ResourceProvider):
 
     serialize_as_secret_always = False
 
+    _policy: HttpPolicy = DEFAULT_POLICY  # a class default, so the pickled `__provider` carries no copy of it
+
     def __init__(self, *, policy: HttpPolicy = DEFAULT_POLICY) -> None:
         super().__init__()
-        self._policy = policy
+        if policy != DEFAULT_POLICY:
+            self._policy = policy
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
         changed = [k for k in _KEYS if olds.get(k) != news.get(k) or _has_unknowns(news.get(k))]

@@ -12,7 +12,8 @@ from pulumi.dynamic.dynamic import serialize_provider
 from pulumi.runtime.rpc import UNKNOWN
 
 from providers.pangolin import PangolinTcpProvider, PangolinTcpResource, PangolinTcpResourceArgs
-from providers.pangolin.policy import HttpPolicy
+from providers.pangolin.policy import DEFAULT_POLICY, HttpPolicy
+from providers.pangolin.port_check import PortCheckProvider
 from tests.mocks import RecordingMocks, unknown
 
 from .conftest import configure
@@ -150,6 +151,16 @@ def test_pickle_round_trip_never_carries_the_key() -> None:
     assert restored._api_key is None and restored._policy == policy
     assert provider._api_key == KEY  # pickling did not unconfigure the original
     assert serialize_provider(restored) == serialized  # deterministic: no spurious __provider diffs
+
+
+def test_the_default_provider_pickles_to_its_class_name_only() -> None:
+    # Stored twice per instance (inputs and outputs) and rewritten at every checkpoint: the defaults live on the
+    # class, so the pickle carries no copy of them.
+    serialized = serialize_provider(PangolinTcpProvider())
+    assert len(serialized) <= 100, len(serialized)
+    restored = dill.loads(base64.b64decode(serialized))  # noqa: S301 - the pickle we just made
+    assert (restored._policy, restored._dialect) == (DEFAULT_POLICY, "auto")
+    assert len(serialize_provider(PortCheckProvider())) <= 100
 
 
 def test_resource_type_token_and_secret_flag() -> None:

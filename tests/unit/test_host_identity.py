@@ -112,6 +112,19 @@ def test_seed_must_be_32_bytes() -> None:
         hi.key_pair_from_seed(bytes(31))
 
 
+def test_private_seed_is_the_same_key_in_44_characters(host: hi.KeyPair) -> None:
+    seed = hi.private_seed(host.private_key)
+    assert len(seed) == 44 and len(host.private_key) > 300
+    assert hi.key_pair_from_private_seed(seed).public_key == host.public_key
+
+
+@pytest.mark.parametrize("bad", ["", "c2VlZA==", "not base64!", "é" * 44, base64.b64encode(bytes(33)).decode()])
+def test_bad_private_seeds_are_refused_without_showing_them(bad: str) -> None:
+    with pytest.raises(hi.HostIdentityError, match="caPrivateKey is not a 32-byte Ed25519 seed") as err:
+        hi.key_pair_from_private_seed(bad, name="caPrivateKey")
+    assert not bad or bad not in str(err.value)
+
+
 def test_fingerprint_is_what_ssh_keygen_prints(tmp_path: Path, host: hi.KeyPair) -> None:
     path = _write(tmp_path / "k.pub", f"{host.public_key} a comment\n")
     assert hi.fingerprint(f"{host.public_key} a comment") == _keygen("-l", "-f", str(path)).split()[1]

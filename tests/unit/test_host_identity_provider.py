@@ -39,7 +39,7 @@ def _key_inputs(ca: dict[str, Any], **overrides: Any) -> dict[str, Any]:
         "validDays": 30.0,
         "keyId": "dev/gpu-alice",
         "caPublicKey": ca["publicKey"],
-        "caPrivateKey": ca["privateKey"],
+        "caPrivateKey": hi.private_seed(ca["privateKey"]),  # what SshHostKey sends: the CA key's seed
         "generation": 1.0,
         "__provider": "pickled-provider",
     }
@@ -91,13 +91,17 @@ def test_check_names_the_property(ca: dict[str, Any], overrides: dict[str, Any],
 
 def test_check_never_shows_a_private_key(ca: dict[str, Any]) -> None:
     other = hi.generate_key_pair()
-    mismatched = KEY.check({}, _key_inputs(ca, caPrivateKey=other.private_key)).failures
-    broken = KEY.check({}, _key_inputs(ca, caPrivateKey=ca["privateKey"][:-60])).failures
-    assert [f.property for f in mismatched + broken] == ["caPrivateKey", "caPrivateKey"]
+    other_seed = hi.private_seed(other.private_key)
+    mismatched = KEY.check({}, _key_inputs(ca, caPrivateKey=other_seed)).failures
+    broken = KEY.check({}, _key_inputs(ca, caPrivateKey=other_seed[:-4])).failures
+    a_file = KEY.check({}, _key_inputs(ca, caPrivateKey=other.private_key)).failures
+    # No property named: the engine would print the secret value beside it. The reason names it instead.
+    assert [f.property for f in mismatched + broken + a_file] == [""] * 3
+    assert all(f.reason.startswith("caPrivateKey ") for f in mismatched + broken + a_file)
     assert "not the private half of caPublicKey" in mismatched[0].reason
-    assert "is not an unencrypted OpenSSH private key" in broken[0].reason
-    for failure in mismatched + broken:
-        assert "PRIVATE KEY" not in failure.reason and other.private_key.splitlines()[1] not in failure.reason
+    assert "is not a 32-byte Ed25519 seed in base64" in broken[0].reason and a_file[0].reason == broken[0].reason
+    for failure in mismatched + broken + a_file:
+        assert "PRIVATE KEY" not in failure.reason and other_seed[:-4] not in failure.reason
 
 
 @pytest.mark.parametrize("unknown", [UNKNOWN_VALUE, UNKNOWN], ids=["Unknown instance", "wire sentinel"])

@@ -152,6 +152,10 @@ def test_each_instance_gets_a_certified_key_and_service_targets_a_secret(mocks: 
     assert gpu01["principals"] == ["ssh-gpu-01", "ssh-gpu-01.example.com"]
     assert (gpu01["keyId"], gpu01["validDays"], gpu01["generation"]) == ("ssh-gateway/unit/gpu-01", 365, 1)
     assert gpu01["caPublicKey"] == ca_entry["publicKey"]
+    # The CA's key reaches each host key only as its 44-character seed, not as the key file.
+    # The CA's key reaches each host key only as a secret 44-character seed, not as the key file.
+    (seed,) = (v for k, v in gpu01["caPrivateKey"].items() if k == "value")
+    assert hi.key_pair_from_private_seed(seed).public_key == ca_entry["publicKey"]
 
     # knownHosts: one CA line for every instance's names on every port.
     assert out["knownHosts"] == (

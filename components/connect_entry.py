@@ -12,23 +12,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pulumi
-import pulumi_azure_native as azure_native
-import pulumi_kubernetes as k8s
 
-from providers.pangolin import PangolinTcpResource, PangolinTcpResourceArgs
+from providers.pangolin import PangolinTcpResource
 from ssh_gateway.core.connect import (
-    ENVOY_FILTER_API,
     ConnectGateway,
     Entry,
     PangolinEntry,
     StandaloneEnvoy,
     gateway_connect_filter,
 )
-from ssh_gateway.core.firewall import source_fields
 from ssh_gateway.core.names import CONNECT_ENTRY_TYPE, CONNECT_RULE_NAME, Role, child_name
-from ssh_gateway.core.targets import SKIP_AWAIT_ANNOTATIONS
 
-from .ssh_instance import FirewallRuleArgs, PangolinTargetArgs
+from .firewall_rule import FirewallRuleArgs, nsg_rule
+from .kubernetes_objects import istio_object
+from .pangolin_tcp import PangolinTargetArgs, pangolin_tcp
 
 __all__ = ["ConnectEntry", "ConnectEntryArgs"]
 
@@ -66,19 +63,13 @@ class ConnectEntry(pulumi.ComponentResource):
         resource_id: pulumi.Input[int | None] = None
         entry = args.entry
         if isinstance(entry, PangolinEntry):
-            pangolin_resource = PangolinTcpResource(
+            pangolin_resource = pangolin_tcp(
                 child_name(name, Role.PANGOLIN),
-                PangolinTcpResourceArgs(
-                    api_url=args.pangolin.api_url,
-                    org_id=args.pangolin.org_id,
-                    site_id=args.pangolin.site_id,
-                    name=args.pangolin.resource_name,
-                    proxy_port=entry.port,
-                    target_ip=entry.target_host,
-                    target_port=entry.target_port,
-                    adopt_resource_id=args.pangolin.leftover_id,
-                ),
-                pulumi.ResourceOptions(parent=self),
+                args.pangolin,
+                proxy_port=entry.port,
+                target_ip=entry.target_host,
+                target_port=entry.target_port,
+                opts=pulumi.ResourceOptions(parent=self),
             )
             resource_id = pangolin_resource.resource_id
             if args.firewall is not None:
@@ -94,39 +85,22 @@ class ConnectEntry(pulumi.ComponentResource):
         manifest = gateway_connect_filter(args.gateway)
         if manifest is None:  # CONNECT already on (enableConnect: false) and no HTTP/1.0 to turn on
             return
-        k8s.apiextensions.CustomResource(
+        istio_object(
             child_name(name, Role.GATEWAY_FILTER),
-            api_version=ENVOY_FILTER_API,
-            kind="EnvoyFilter",
-            metadata=k8s.meta.v1.ObjectMetaArgs(
-                name=manifest["metadata"]["name"],
-                namespace=manifest["metadata"]["namespace"],
-                labels=manifest["metadata"]["labels"],
-                annotations=SKIP_AWAIT_ANNOTATIONS if args.skip_await else None,
-            ),
-            spec=manifest["spec"],
+            manifest,
+            skip_await=args.skip_await,
             opts=pulumi.ResourceOptions(parent=self),
         )
 
     def _create_firewall_rule(
         self, name: str, entry: PangolinEntry, fw: FirewallRuleArgs, pangolin_resource: PangolinTcpResource
     ) -> None:
-        # Like an instance's rule: standalone (pulumi-azure-native#3359), opened only once Pangolin binds the port.
-        single, several = source_fields(fw.sources)
-        azure_native.network.SecurityRule(
+        # Like an instance's rule: opened only once Pangolin binds the port.
+        nsg_rule(
             child_name(name, Role.NSG_RULE),
-            resource_group_name=fw.resource_group,
-            network_security_group_name=fw.nsg_name,
-            security_rule_name=CONNECT_RULE_NAME,
+            fw,
+            rule_name=CONNECT_RULE_NAME,
             description="ssh-gateway: public ssh over HTTP CONNECT to every connect-mode instance",
-            direction="Inbound",
-            access="Allow",
-            protocol="Tcp",
-            priority=fw.priority,
-            source_port_range="*",
-            source_address_prefix=single,
-            source_address_prefixes=several,
-            destination_address_prefix="*",
-            destination_port_range=str(entry.port),
+            port=str(entry.port),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[pangolin_resource]),
         )

@@ -58,8 +58,10 @@ from ssh_gateway.core.trust import (
 
 from .connect_entry import ConnectEntry, ConnectEntryArgs
 from .connect_ssh_instance import ConnectSshInstance, ConnectSshInstanceArgs
+from .firewall_rule import FirewallRuleArgs
 from .host_identity import HostIdentityArgs
-from .ssh_instance import FirewallRuleArgs, PangolinTargetArgs, SshInstance, SshInstanceArgs
+from .pangolin_tcp import PangolinTargetArgs
+from .ssh_instance import SshInstance, SshInstanceArgs
 
 __all__ = ["build", "check_connect_port", "load_settings", "read_pangolin_org", "run"]
 
@@ -276,6 +278,18 @@ def _connect_output(connect: Connect, entry: ConnectEntry) -> dict[str, pulumi.I
     }
 
 
+def _pangolin_args(settings: Settings, org: OrgView, name: str) -> PangolinTargetArgs:
+    """The Pangolin resource `name` of this stack, adopting a leftover of that name that the listing found."""
+    pangolin = settings.pangolin
+    return PangolinTargetArgs(
+        api_url=pangolin.url,
+        org_id=pangolin.org_id,
+        site_id=pangolin.site_id,
+        resource_name=name,
+        leftover_id=org.leftover(name, "tcp"),
+    )
+
+
 def _entry_args(settings: Settings, org: OrgView, *, project: str, stack: str) -> ConnectEntryArgs:
     fw = settings.firewall
     firewall = None
@@ -286,17 +300,10 @@ def _entry_args(settings: Settings, org: OrgView, *, project: str, stack: str) -
             sources=fw.source_cidrs,
             priority=connect_priority(settings.ports.range, fw.priority_base),
         )
-    name = connect_resource_name(project, stack)
     return ConnectEntryArgs(
         gateway=settings.connect_gateway(),
         entry=settings.connect_entry(),
-        pangolin=PangolinTargetArgs(
-            api_url=settings.pangolin.url,
-            org_id=settings.pangolin.org_id,
-            site_id=settings.pangolin.site_id,
-            resource_name=name,
-            leftover_id=org.leftover(name, "tcp"),
-        ),
+        pangolin=_pangolin_args(settings, org, connect_resource_name(project, stack)),
         firewall=firewall,
         skip_await=settings.kubernetes.skip_await,
     )
@@ -372,13 +379,7 @@ def _instance_args(
         public_host=public_host(settings.gateway.host_template, inst.name),
         public_port=port,
         user=inst.user,
-        pangolin=PangolinTargetArgs(
-            api_url=settings.pangolin.url,
-            org_id=settings.pangolin.org_id,
-            site_id=settings.pangolin.site_id,
-            resource_name=name,
-            leftover_id=org.leftover(name, "tcp"),
-        ),
+        pangolin=_pangolin_args(settings, org, name),
         target=settings.target_of(inst),
         firewall=firewall,
         host_key=inst.host_key,

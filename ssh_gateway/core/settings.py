@@ -471,18 +471,22 @@ class EnvoyGatewaySettings(_GatewaySettings):
 KINDS: Final = ("istio", "envoy")
 
 
-def _kind_tag(value: Any) -> str:
-    kind = value.get("kind", "istio") if isinstance(value, Mapping) else getattr(value, "kind", "istio")
-    return f"kind={kind}"
+def _tagged_by(key: str, choices: tuple[str, ...], error_type: str) -> Discriminator:
+    """The union member by `key` (default: the first choice), tagged `key=value`; an unknown value is an
+    `error_type` error listing the choices (`_describe` adds the "did you mean")."""
+
+    def tag(value: Any) -> str:
+        found = value.get(key, choices[0]) if isinstance(value, Mapping) else getattr(value, key, choices[0])
+        return f"{key}={found}"
+
+    return Discriminator(
+        tag, custom_error_type=error_type, custom_error_message=f"unknown {key}; allowed: {', '.join(choices)}"
+    )
 
 
 ConnectGatewaySettings = Annotated[
     Annotated[IstioGatewaySettings, Tag("kind=istio")] | Annotated[EnvoyGatewaySettings, Tag("kind=envoy")],
-    Discriminator(
-        _kind_tag,
-        custom_error_type="unknown_gateway_kind",
-        custom_error_message=f"unknown kind; allowed: {', '.join(KINDS)}",
-    ),
+    _tagged_by("kind", KINDS, "unknown_gateway_kind"),
 ]
 """`ssh-gateway:connect.gateway`: what terminates CONNECT, tagged by its `kind`."""
 
@@ -505,17 +509,9 @@ class DirectPublic(_Model):
 
 VIAS: Final = ("pangolin", "direct")
 
-
-def _via_tag(value: Any) -> str:
-    via = value.get("via", "pangolin") if isinstance(value, Mapping) else getattr(value, "via", "pangolin")
-    return f"via={via}"
-
-
 Public = Annotated[
     Annotated[PangolinPublic, Tag("via=pangolin")] | Annotated[DirectPublic, Tag("via=direct")],
-    Discriminator(
-        _via_tag, custom_error_type="unknown_via", custom_error_message=f"unknown via; allowed: {', '.join(VIAS)}"
-    ),
+    _tagged_by("via", VIAS, "unknown_via"),
 ]
 
 

@@ -2,7 +2,8 @@
 
 Children: on an Istio gateway, the EnvoyFilter that turns CONNECT (and, if asked, HTTP/1.0) on in the ingress
 gateway's listener (`ssh_gateway.core.connect.gateway_connect_filter`; none when there is nothing to turn on; a
-standalone Envoy has that in the stack's `envoyConfig` output instead), and the public way in. Through Pangolin:
+standalone Envoy has that in the stack's `envoyConfig` output instead) and, if asked (`createGateway`), the Istio
+`Gateway` whose HTTP server makes istiod build that listener (`istio_gateway`); and the public way in. Through Pangolin:
 one raw TCP resource on the CONNECT port whose target is the gateway (its Service, or the standalone Envoy's
 listener), and one NSG rule for that port. Directly (the gateway's own LoadBalancer): nothing, only the address.
 """
@@ -20,6 +21,7 @@ from ssh_gateway.core.connect import (
     PangolinEntry,
     StandaloneEnvoy,
     gateway_connect_filter,
+    istio_gateway,
 )
 from ssh_gateway.core.names import CONNECT_ENTRY_TYPE, CONNECT_RULE_NAME, Role, child_name
 
@@ -59,7 +61,7 @@ class ConnectEntry(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: ConnectEntryArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(CONNECT_ENTRY_TYPE, name, None, opts)
-        self._create_gateway_filter(name, args)
+        self._create_gateway_objects(name, args)
         resource_id: pulumi.Input[int | None] = None
         entry = args.entry
         if isinstance(entry, PangolinEntry):
@@ -79,18 +81,18 @@ class ConnectEntry(pulumi.ComponentResource):
         self.pangolin_resource_id = pulumi.Output.from_input(resource_id)
         self.register_outputs({"host": self.host, "port": self.port, "pangolin_resource_id": self.pangolin_resource_id})
 
-    def _create_gateway_filter(self, name: str, args: ConnectEntryArgs) -> None:
+    def _create_gateway_objects(self, name: str, args: ConnectEntryArgs) -> None:
         if not isinstance(args.gateway, ConnectGateway):
             return
-        manifest = gateway_connect_filter(args.gateway)
-        if manifest is None:  # CONNECT already on (enableConnect: false) and no HTTP/1.0 to turn on
-            return
-        istio_object(
-            child_name(name, Role.GATEWAY_FILTER),
-            manifest,
-            skip_await=args.skip_await,
-            opts=pulumi.ResourceOptions(parent=self),
-        )
+        # None: no Gateway asked for (the cluster's own opens the port); CONNECT already on (enableConnect: false)
+        # and no HTTP/1.0 to turn on.
+        child = pulumi.ResourceOptions(parent=self)
+        for role, manifest in (
+            (Role.GATEWAY, istio_gateway(args.gateway)),
+            (Role.GATEWAY_FILTER, gateway_connect_filter(args.gateway)),
+        ):
+            if manifest is not None:
+                istio_object(child_name(name, role), manifest, skip_await=args.skip_await, opts=child)
 
     def _create_firewall_rule(
         self, name: str, entry: PangolinEntry, fw: FirewallRuleArgs, pangolin_resource: PangolinTcpResource

@@ -25,6 +25,7 @@ __all__ = [
     "HOST_KEY_KIND",
     "HOST_KEY_TYPE",
     "INSTANCE_TYPES",
+    "ISTIO_GATEWAY_TYPE",
     "NSG_RULE_TYPE",
     "NSG_TYPE",
     "PANGOLIN_KIND",
@@ -72,6 +73,9 @@ CONNECT_RULE_NAME: Final = "ssh-gateway.connect"
 ENVOY_FILTER_TYPE: Final = "kubernetes:networking.istio.io/v1alpha3:EnvoyFilter"
 """Istio's EnvoyFilter, as pulumi-kubernetes types a CustomResource of that apiVersion and kind."""
 
+ISTIO_GATEWAY_TYPE: Final = "kubernetes:networking.istio.io/v1:Gateway"
+"""Istio's Gateway (the CONNECT entry's, where the stack creates one)."""
+
 PANGOLIN_MODULE: Final = "pangolin"
 PANGOLIN_KIND: Final = "TcpResource"
 PANGOLIN_TYPE: Final = f"pulumi-python:dynamic/{PANGOLIN_MODULE}:{PANGOLIN_KIND}"
@@ -107,6 +111,8 @@ class Role(StrEnum):
     """A connect-mode instance's EnvoyFilter: its virtual host on the gateway."""
     GATEWAY_FILTER = "gateway-filter"
     """The CONNECT entry's EnvoyFilter that turns CONNECT on in the gateway's listener."""
+    GATEWAY = "gateway"
+    """The CONNECT entry's Istio `Gateway`, where the stack creates one (`connect.gateway.createGateway`)."""
     HOST_KEY = "host-key"
     HOST_KEY_SECRET = "host-key-secret"  # noqa: S105 - a role, not a password
 

@@ -37,10 +37,12 @@ from .connect import (
     DirectEntry,
     Entry,
     EnvoyRoute,
+    GatewayServer,
     PangolinEntry,
     ServiceUpstream,
     StandaloneEnvoy,
     check_selector,
+    namespace_hosts,
 )
 from .credentials import API_KEY_CONFIG
 from .firewall import (
@@ -440,7 +442,9 @@ class IstioGatewaySettings(_GatewaySettings):
     """`ssh-gateway:connect.gateway` with `kind: istio` (the default): the Istio ingress gateway that terminates
     CONNECT, patched by EnvoyFilters (defaults: Istio's own `istio-ingressgateway`, Service port 80 in front of
     the pods' 8080). `targetHost` defaults to the Service's cluster DNS name; `streamIdleTimeout` is the one the
-    gateway has, if any (not set by this program)."""
+    gateway has, if any (not set by this program). `createGateway` is off by default: on most clusters an Istio
+    `Gateway` already has an HTTP server on port 80 of the ingress gateway, and a second one there would merge
+    into the same route configuration, owned by two parties."""
 
     kind: Literal["istio"] = "istio"
     namespace: DnsLabel = "istio-system"
@@ -449,6 +453,11 @@ class IstioGatewaySettings(_GatewaySettings):
     )
     service: DnsLabel = Field(default="istio-ingressgateway", description="the gateway's Service")
     service_port: Port = Field(default=80, alias="servicePort", description="its port in front of listenerPort")
+    create_gateway: bool = Field(
+        default=False,
+        alias="createGateway",
+        description="create an Istio Gateway with an HTTP server on servicePort (off: the cluster's own has one)",
+    )
 
 
 class EnvoyGatewaySettings(_GatewaySettings):
@@ -670,12 +679,15 @@ class Settings(_Model):
                 accept_http10=self.connect.accept_http10,
                 stream_idle_timeout=gw.idle_timeout,
             )
+        kube = self.kubernetes
+        server = GatewayServer(port=gw.service_port, hosts=namespace_hosts(kube.namespace, kube.cluster_domain))
         return ConnectGateway(
             selector=dict(gw.selector),
             listener_port=gw.listener_port,
             namespace=gw.namespace,
             enable_connect=self.connect.enable_connect,
             accept_http10=self.connect.accept_http10,
+            server=server if gw.create_gateway else None,
         )
 
     def connect_instance(self, inst: ConnectModeInstance) -> ConnectInstance:

@@ -16,6 +16,7 @@ from ssh_gateway.core.names import (
     CONNECT_INSTANCE_TYPE,
     ENVOY_FILTER_TYPE,
     HOST_KEY_TYPE,
+    ISTIO_GATEWAY_TYPE,
     NSG_RULE_TYPE,
     PANGOLIN_TYPE,
     SERVICE_TYPE,
@@ -204,6 +205,25 @@ def test_direct_entry_creates_nothing_public(mocks: RecordingMocks) -> None:
 def test_options_shape_the_gateway_filter(mocks: RecordingMocks) -> None:
     run_program(connect_settings(connect={**CONNECT, "enableConnect": False}))
     assert [r.name for r in mocks.of_type(ENVOY_FILTER_TYPE)] == ["gpu-c1-route", "gpu-c2-route"]  # nothing to turn on
+
+
+def test_create_gateway_adds_an_istio_gateway_to_the_entry(mocks: RecordingMocks) -> None:
+    run_program(connect_settings())
+    assert mocks.of_type(ISTIO_GATEWAY_TYPE) == []  # off by default: the cluster's own Gateway opens port 80
+    gateway = {**CONNECT["gateway"], "servicePort": 8081, "createGateway": True}
+    run_program(connect_settings(connect={**CONNECT, "gateway": gateway}))
+    [created] = mocks.of_type(ISTIO_GATEWAY_TYPE)
+    assert created.name == "connect-gateway"
+    assert created.inputs["metadata"]["namespace"] == "istio-system"
+    assert created.inputs["spec"] == {
+        "selector": {"istio": "ingressgateway"},
+        "servers": [
+            {
+                "port": {"number": 8081, "name": "http-ssh-connect", "protocol": "HTTP"},
+                "hosts": ["*.gpu.svc.cluster.local"],
+            }
+        ],
+    }
 
 
 def test_http10_is_turned_on_in_the_gateway_filter(mocks: RecordingMocks) -> None:

@@ -479,6 +479,10 @@ def test_a_static_connect_instance_gets_no_secret() -> None:
         ({"gateway": {"namespace": "istio-system"}}, "ssh-gateway:connect.gateway.namespace: only for connect.gateway"),
         ({"gateway": {"service": "gw"}}, "ssh-gateway:connect.gateway.service: only for connect.gateway.kind istio"),
         (
+            {"gateway": {"createGateway": True}},
+            "ssh-gateway:connect.gateway.createGateway: only for connect.gateway.kind istio",
+        ),
+        (
             {"enableConnect": False},
             "ssh-gateway:connect.enableConnect: is only for connect.gateway.kind istio (a shared Istio gateway may "
             "have CONNECT on already)",

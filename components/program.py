@@ -19,6 +19,7 @@ from pulumi.runtime.config import CONFIG
 from providers.host_identity import SshHostCa, SshHostCaArgs
 from providers.pangolin.errors import PangolinError
 from providers.pangolin.org import read_org
+from providers.pangolin.port_check import CONNECT_KEY
 from providers.pangolin.port_check_resource import PortCheck, PortCheckArgs
 from providers.port_allocation.resource import PortAllocation, PortAllocationArgs
 from ssh_gateway.core.connect import PangolinEntry, StandaloneEnvoy, envoy_bootstrap_yaml
@@ -159,8 +160,10 @@ def build(settings: Settings, *, org: OrgView, project: str, stack: str) -> dict
     endpoints: dict[str, object] = {name: _port_endpoint(i) for name, i in by_port.items()}
     outputs: dict[str, pulumi.Input[object]] = {}
     by_connect: dict[str, ConnectSshInstance] = {}
+    entries: list[ConnectEntry] = []
     if settings.connect is not None:
         entry = ConnectEntry(CONNECT_ENTRY, _entry_args(settings, org, project=project, stack=stack), k8s_opts)
+        entries.append(entry)
         by_connect = {
             inst.name: ConnectSshInstance(
                 inst.name,
@@ -181,16 +184,18 @@ def build(settings: Settings, *, org: OrgView, project: str, stack: str) -> dict
     instances: dict[str, SshInstance | ConnectSshInstance] = {
         i.name: by_port.get(i.name) or by_connect[i.name] for i in settings.instances
     }
-    # After every create: no port of this stack bound twice by overlapping runs (providers/pangolin/port_check.py).
+    # After every create: no port of this stack bound twice by overlapping runs (providers/pangolin/port_check.py),
+    # the CONNECT entry's included.
+    connect_port = _checked_connect_port(settings)
     PortCheck(
         "port-check",
         PortCheckArgs(
             api_url=settings.pangolin.url,
             org_id=settings.pangolin.org_id,
             owner_prefix=owner_prefix(project, stack),
-            ports=allocation.ports,
+            ports=allocation.ports.apply(lambda ports: {**ports, **connect_port}),
         ),
-        pulumi.ResourceOptions(depends_on=list(instances.values())),
+        pulumi.ResourceOptions(depends_on=[*instances.values(), *entries]),
     )
     return {
         "endpoints": {i.name: endpoints[i.name] for i in settings.instances},
@@ -208,6 +213,12 @@ def build(settings: Settings, *, org: OrgView, project: str, stack: str) -> dict
         "gateway": _gateway_output(settings, publish_range=bool(port_mode) or settings.connect is None),
         **outputs,
     }
+
+
+def _checked_connect_port(settings: Settings) -> dict[str, int]:
+    """The CONNECT entry's Pangolin port, under its key in the port check; nothing when it is reached directly."""
+    entry = settings.connect_entry() if settings.connect is not None else None
+    return {CONNECT_KEY: entry.port} if isinstance(entry, PangolinEntry) else {}
 
 
 def _port_endpoint(inst: SshInstance) -> dict[str, pulumi.Input[object]]:

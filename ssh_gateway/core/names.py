@@ -31,6 +31,8 @@ __all__ = [
     "PANGOLIN_KIND",
     "PANGOLIN_MODULE",
     "PANGOLIN_TYPE",
+    "PORT_CHECK_KIND",
+    "PORT_CHECK_TYPE",
     "SECRET_TYPE",
     "SERVICE_TYPE",
     "STACK_TYPE",
@@ -80,6 +82,9 @@ PANGOLIN_MODULE: Final = "pangolin"
 PANGOLIN_KIND: Final = "TcpResource"
 PANGOLIN_TYPE: Final = f"pulumi-python:dynamic/{PANGOLIN_MODULE}:{PANGOLIN_KIND}"
 """A Pangolin raw TCP/UDP resource with its target (a Python dynamic resource)."""
+PORT_CHECK_KIND: Final = "PortCheck"
+PORT_CHECK_TYPE: Final = f"pulumi-python:dynamic/{PANGOLIN_MODULE}:{PORT_CHECK_KIND}"
+"""The once-per-run check that none of the stack's Pangolin ports is bound twice."""
 
 ALLOCATION_MODULE: Final = "ssh-gateway"
 ALLOCATION_KIND: Final = "PortAllocation"

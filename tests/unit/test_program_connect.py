@@ -19,6 +19,7 @@ from ssh_gateway.core.names import (
     ISTIO_GATEWAY_TYPE,
     NSG_RULE_TYPE,
     PANGOLIN_TYPE,
+    PORT_CHECK_TYPE,
     SERVICE_TYPE,
 )
 from ssh_gateway.core.org import Binding, OrgView
@@ -205,6 +206,15 @@ def test_direct_entry_creates_nothing_public(mocks: RecordingMocks) -> None:
 def test_options_shape_the_gateway_filter(mocks: RecordingMocks) -> None:
     run_program(connect_settings(connect={**CONNECT, "enableConnect": False}))
     assert [r.name for r in mocks.of_type(ENVOY_FILTER_TYPE)] == ["gpu-c1-route", "gpu-c2-route"]  # nothing to turn on
+
+
+def test_the_port_check_covers_the_connect_port_when_pangolin_binds_it(mocks: RecordingMocks) -> None:
+    run_program(connect_settings())
+    [check] = mocks.of_type(PORT_CHECK_TYPE)
+    assert check.inputs["ports"] == {"gpu-01": 40001, "@connect": 40443}
+    direct = {**CONNECT, "public": {"via": "direct", "host": "gw.example.com", "port": 443}}
+    run_program(connect_settings(connect=direct))
+    assert mocks.of_type(PORT_CHECK_TYPE)[-1].inputs["ports"] == {"gpu-01": 40001}  # no Pangolin resource to check
 
 
 def test_create_gateway_adds_an_istio_gateway_to_the_entry(mocks: RecordingMocks) -> None:

@@ -35,6 +35,7 @@ from ssh_gateway.core.names import (
     public_host,
 )
 from ssh_gateway.core.org import OrgView
+from ssh_gateway.core.ports import PortRange
 from ssh_gateway.core.settings import (
     Connect,
     ConnectModeInstance,
@@ -135,28 +136,33 @@ def build(settings: Settings, *, org: OrgView, project: str, stack: str) -> dict
         pulumi.log.warn(warning)
     port_range = settings.ports.range
     port_mode = [i for i in settings.instances if not isinstance(i, ConnectModeInstance)]
-    allocation = PortAllocation(
-        "ports",
-        PortAllocationArgs(
-            instances=[i.name for i in port_mode],
-            port_range=port_range,
-            pins={i.name: i.port for i in port_mode if i.port is not None},
-            reserved=settings.ports.reserved,
-            held=org.held_in(port_range),
-            owner_prefix=owner_prefix(project, stack),
-        ),
-    )
+    # No range (the settings allow that only when every instance is connect-mode): nothing to allocate.
+    allocation = None
+    if port_range is not None:
+        allocation = PortAllocation(
+            "ports",
+            PortAllocationArgs(
+                instances=[i.name for i in port_mode],
+                port_range=port_range,
+                pins={i.name: i.port for i in port_mode if i.port is not None},
+                reserved=settings.ports.reserved,
+                held=org.held_in(port_range),
+                owner_prefix=owner_prefix(project, stack),
+            ),
+        )
     k8s_provider = _kubernetes_provider(settings)
     k8s_opts = pulumi.ResourceOptions(providers=[k8s_provider] if k8s_provider else None)
     authorities = _host_authorities(settings)
-    by_port = {
-        inst.name: SshInstance(
-            inst.name,
-            _instance_args(settings, inst, allocation, org, authorities, project=project, stack=stack),
-            k8s_opts,
-        )
-        for inst in port_mode
-    }
+    by_port: dict[str, SshInstance] = {}
+    if allocation is not None and port_range is not None:
+        by_port = {
+            inst.name: SshInstance(
+                inst.name,
+                _instance_args(settings, inst, allocation, port_range, org, authorities, project=project, stack=stack),
+                k8s_opts,
+            )
+            for inst in port_mode
+        }
     endpoints: dict[str, object] = {name: _port_endpoint(i) for name, i in by_port.items()}
     outputs: dict[str, pulumi.Input[object]] = {}
     by_connect: dict[str, ConnectSshInstance] = {}
@@ -187,13 +193,14 @@ def build(settings: Settings, *, org: OrgView, project: str, stack: str) -> dict
     # After every create: no port of this stack bound twice by overlapping runs (providers/pangolin/port_check.py),
     # the CONNECT entry's included.
     connect_port = _checked_connect_port(settings)
+    allocated: pulumi.Input[dict[str, int]] = allocation.ports if allocation is not None else {}
     PortCheck(
         "port-check",
         PortCheckArgs(
             api_url=settings.pangolin.url,
             org_id=settings.pangolin.org_id,
             owner_prefix=owner_prefix(project, stack),
-            ports=allocation.ports.apply(lambda ports: {**ports, **connect_port}),
+            ports=pulumi.Output.from_input(allocated).apply(lambda ports: {**ports, **connect_port}),
         ),
         pulumi.ResourceOptions(depends_on=[*instances.values(), *entries]),
     )
@@ -207,9 +214,9 @@ def build(settings: Settings, *, org: OrgView, project: str, stack: str) -> dict
         ),
         "hostCa": _host_ca(settings, authorities),
         "hostIdentities": _host_identities(instances),
-        "allocations": allocation.ports,
-        "releasedPorts": allocation.released,
-        "portRange": str(port_range),
+        "allocations": allocated,
+        "releasedPorts": allocation.released if allocation is not None else [],
+        "portRange": str(port_range) if port_range is not None else None,
         "gateway": _gateway_output(settings, publish_range=bool(port_mode) or settings.connect is None),
         **outputs,
     }
@@ -254,7 +261,7 @@ def _gateway_output(settings: Settings, *, publish_range: bool) -> dict[str, obj
     published = settings.published_range
     out: dict[str, object] = {}
     entry_points: dict[str, dict[str, str]] = {}
-    if publish_range:
+    if publish_range and published is not None:
         out["gerbilPublishedPorts"] = f"{published}:{published}/tcp"
         entry_points.update({f"tcp-{port}": {"address": f":{port}/tcp"} for port in published})
     entry = settings.connect_entry() if settings.connect is not None else None
@@ -368,6 +375,7 @@ def _instance_args(
     settings: Settings,
     inst: PortModeInstance,
     allocation: PortAllocation,
+    port_range: PortRange,
     org: OrgView,
     authorities: dict[int, SshHostCa],
     *,
@@ -382,7 +390,7 @@ def _instance_args(
             resource_group=fw.resource_group,
             nsg_name=fw.nsg_name,
             sources=inst.source_cidrs or fw.source_cidrs,
-            priority=port.apply(lambda p: nsg_priority(p, settings.ports.range, fw.priority_base)),
+            priority=port.apply(lambda p: nsg_priority(p, port_range, fw.priority_base)),
         )
     name = pangolin_resource_name(project, stack, inst.name)
     return SshInstanceArgs(

@@ -162,9 +162,10 @@ class _Model(BaseModel):
 
 
 class Ports(_Model):
-    """`ssh-gateway:ports`: the public port range instances are allocated from."""
+    """`ssh-gateway:ports`: the public port range instances are allocated from; only a stack with an instance of
+    routing port needs one (connect-mode instances share the CONNECT port)."""
 
-    range: Range = Field(description='"start-end", inclusive, e.g. "40000-40099"')
+    range: Range | None = Field(default=None, description='"start-end", inclusive, e.g. "40000-40099"')
     reserved: tuple[Port, ...] = ()
 
 
@@ -543,7 +544,7 @@ class Settings(_Model):
 
     production: bool = False
     pangolin: Pangolin
-    ports: Ports
+    ports: Ports = Ports()
     gateway: Gateway
     kubernetes: Kubernetes = Kubernetes()
     firewall: Firewall = FirewallOff(enabled=False)
@@ -594,18 +595,34 @@ class Settings(_Model):
                     f"instances[{index}].hostKeyGeneration",
                     f"instance {inst.name!r} pins hostKey, so it is issued no host key to rotate: drop one of the two",
                 )
-        if not self.published_range.covers(self.ports.range):
+        port_range = self.ports.range
+        if port_range is None:
+            self._check_no_port_mode()
+            return self
+        published = self.published_range
+        if published is not None and not published.covers(port_range):
             raise _problem(
                 "gateway.publishedRange",
-                f"ports.range {self.ports.range} is not inside gateway.publishedRange {self.published_range}: "
+                f"ports.range {port_range} is not inside gateway.publishedRange {published}: "
                 "Gerbil/Traefik would not publish every allocatable port; narrow ports.range or publish more",
             )
         if isinstance(self.firewall, FirewallOn):
             try:
-                check_priorities(self.ports.range, self.firewall.priority_base)
+                check_priorities(port_range, self.firewall.priority_base)
             except ValueError as exc:
                 raise _problem("firewall.priorityBase", str(exc)) from None
         return self
+
+    def _check_no_port_mode(self) -> None:
+        """Without `ports.range`, no instance may need a port of its own."""
+        port_mode = [(i, inst) for i, inst in enumerate(self.instances) if not isinstance(inst, ConnectModeInstance)]
+        if port_mode:
+            index, inst = port_mode[0]
+            raise _problem(
+                "ports.range",
+                f"required: instance {inst.name!r} (instances[{index}]) has routing port, so it needs a public port "
+                'from this range, e.g. "40000-40099"; leave it out only when every instance has routing: connect',
+            )
 
     def _check_connect(self) -> None:
         """The CONNECT entry and the instances behind it, as Istio and Envoy will take them."""
@@ -646,7 +663,7 @@ class Settings(_Model):
         public = connect.public
         if isinstance(public, PangolinPublic):
             for key, ports in (("ports.range", self.ports.range), ("gateway.publishedRange", self.published_range)):
-                if public.port in ports:
+                if ports is not None and public.port in ports:
                     raise _problem(
                         "connect.public.port",
                         f"{public.port} is inside {key} {ports}: the CONNECT port is one port of its own, outside "
@@ -761,13 +778,13 @@ class Settings(_Model):
         return self.issues_host_key(inst) and not _is_static(inst) and not self.kubernetes.render_dir
 
     @property
-    def published_range(self) -> PortRange:
-        """The ports the gateway publishes: `gateway.publishedRange`, else `ports.range`."""
+    def published_range(self) -> PortRange | None:
+        """The ports the gateway publishes: `gateway.publishedRange`, else `ports.range` (None: neither is set)."""
         return self.gateway.published_range or self.ports.range
 
     def warnings(self) -> Iterator[str]:
         """What is allowed but likely to hurt, one line each, naming the key."""
-        if self.ports.range.overlaps(EPHEMERAL):
+        if self.ports.range is not None and self.ports.range.overlaps(EPHEMERAL):
             yield (
                 f"{NAMESPACE}:ports.range {self.ports.range} overlaps Linux's ephemeral ports {EPHEMERAL} "
                 "(net.ipv4.ip_local_port_range): the gateway host's own outgoing connections can take a port "

@@ -217,6 +217,20 @@ def test_the_port_check_covers_the_connect_port_when_pangolin_binds_it(mocks: Re
     assert mocks.of_type(PORT_CHECK_TYPE)[-1].inputs["ports"] == {"gpu-01": 40001}  # no Pangolin resource to check
 
 
+def test_a_stack_without_a_port_range_allocates_nothing(mocks: RecordingMocks) -> None:
+    connected = [i for i in MIXED if i.get("routing") == "connect"]
+    out = run_program(connect_settings(instances=connected, ports={}))
+    assert mocks.of_type(ALLOCATION_TYPE) == []  # no PortAllocation at all
+    assert (out["allocations"], out["releasedPorts"], out["portRange"]) == ({}, [], None)
+    assert "gerbilPublishedPorts" not in out["gateway"]
+    assert set(out["gateway"]["traefikEntryPoints"]) == {"tcp-40443"}
+    [check] = mocks.of_type(PORT_CHECK_TYPE)
+    assert check.inputs["ports"] == {"@connect": 40443}
+    # The CONNECT rule keeps the priority it has next to a range: just below priorityBase.
+    [rule] = mocks.of_type(NSG_RULE_TYPE)
+    assert rule.inputs["priority"] == 999
+
+
 def test_create_gateway_adds_an_istio_gateway_to_the_entry(mocks: RecordingMocks) -> None:
     run_program(connect_settings())
     assert mocks.of_type(ISTIO_GATEWAY_TYPE) == []  # off by default: the cluster's own Gateway opens port 80

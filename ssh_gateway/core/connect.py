@@ -262,8 +262,25 @@ class ConnectInstance:
         return connect_authority(self.name, self.namespace, self.cluster_domain)
 
 
-def _metadata(name: str, gateway: ConnectGateway, extra: Mapping[str, str]) -> dict[str, Any]:
-    return {"name": name, "namespace": gateway.namespace, "labels": {**MANAGED_BY, **gateway.labels, **extra}}
+def _istio_object(
+    api_version: str, kind: str, name: str, gateway: ConnectGateway, spec: dict[str, Any], extra: Mapping[str, str]
+) -> dict[str, Any]:
+    """An Istio object in the gateway's namespace, labelled as ours, with the gateway's and the `extra` labels."""
+    labels = {**MANAGED_BY, **gateway.labels, **extra}
+    return {
+        "apiVersion": api_version,
+        "kind": kind,
+        "metadata": {"name": name, "namespace": gateway.namespace, "labels": labels},
+        "spec": spec,
+    }
+
+
+def _envoy_filter(
+    name: str, gateway: ConnectGateway, patch: dict[str, Any], extra: Mapping[str, str]
+) -> dict[str, Any]:
+    """An EnvoyFilter of one config patch, on the gateway's pods."""
+    spec = {"workloadSelector": {"labels": dict(gateway.selector)}, "configPatches": [patch]}
+    return _istio_object(ENVOY_FILTER_API, "EnvoyFilter", name, gateway, spec, extra)
 
 
 def gateway_connect_filter(gateway: ConnectGateway, name: str = GATEWAY_FILTER_NAME) -> dict[str, Any] | None:
@@ -279,27 +296,13 @@ def gateway_connect_filter(gateway: ConnectGateway, name: str = GATEWAY_FILTER_N
         value["http_protocol_options"] = {"accept_http_10": True}
     if len(value) == 1:
         return None
-    return {
-        "apiVersion": ENVOY_FILTER_API,
-        "kind": "EnvoyFilter",
-        "metadata": _metadata(name, gateway, {}),
-        "spec": {
-            "workloadSelector": {"labels": dict(gateway.selector)},
-            "configPatches": [
-                {
-                    "applyTo": "NETWORK_FILTER",
-                    "match": {
-                        "context": "GATEWAY",
-                        "listener": {
-                            "portNumber": gateway.listener_port,
-                            "filterChain": {"filter": {"name": HCM_FILTER}},
-                        },
-                    },
-                    "patch": {"operation": "MERGE", "value": {"typed_config": value}},
-                }
-            ],
-        },
+    listener = {"portNumber": gateway.listener_port, "filterChain": {"filter": {"name": HCM_FILTER}}}
+    patch = {
+        "applyTo": "NETWORK_FILTER",
+        "match": {"context": "GATEWAY", "listener": listener},
+        "patch": {"operation": "MERGE", "value": {"typed_config": value}},
     }
+    return _envoy_filter(name, gateway, patch, {})
 
 
 def istio_gateway(gateway: ConnectGateway) -> dict[str, Any] | None:
@@ -308,20 +311,9 @@ def istio_gateway(gateway: ConnectGateway) -> dict[str, Any] | None:
     server = gateway.server
     if server is None:
         return None
-    return {
-        "apiVersion": GATEWAY_API,
-        "kind": "Gateway",
-        "metadata": _metadata(GATEWAY_NAME, gateway, {}),
-        "spec": {
-            "selector": dict(gateway.selector),
-            "servers": [
-                {
-                    "port": {"number": server.port, "name": GATEWAY_SERVER_PORT_NAME, "protocol": "HTTP"},
-                    "hosts": list(server.hosts),
-                }
-            ],
-        },
-    }
+    port = {"number": server.port, "name": GATEWAY_SERVER_PORT_NAME, "protocol": "HTTP"}
+    spec = {"selector": dict(gateway.selector), "servers": [{"port": port, "hosts": list(server.hosts)}]}
+    return _istio_object(GATEWAY_API, "Gateway", GATEWAY_NAME, gateway, spec, {})
 
 
 def instance_filter_name(instance: ConnectInstance) -> str:
@@ -353,22 +345,12 @@ def connect_virtual_host(instance: ConnectInstance) -> dict[str, Any]:
 def instance_route_filter(gateway: ConnectGateway, instance: ConnectInstance) -> dict[str, Any]:
     """The EnvoyFilter that adds the instance's virtual host to the gateway's route configuration of
     `listener_port`: CONNECT to its authority (bare or `:22`) goes to its Service's port 22."""
-    virtual_host = connect_virtual_host(instance)
-    return {
-        "apiVersion": ENVOY_FILTER_API,
-        "kind": "EnvoyFilter",
-        "metadata": _metadata(instance_filter_name(instance), gateway, {"ssh-gateway/instance": instance.name}),
-        "spec": {
-            "workloadSelector": {"labels": dict(gateway.selector)},
-            "configPatches": [
-                {
-                    "applyTo": "VIRTUAL_HOST",
-                    "match": {"context": "GATEWAY", "routeConfiguration": {"portNumber": gateway.listener_port}},
-                    "patch": {"operation": "ADD", "value": virtual_host},
-                }
-            ],
-        },
+    patch = {
+        "applyTo": "VIRTUAL_HOST",
+        "match": {"context": "GATEWAY", "routeConfiguration": {"portNumber": gateway.listener_port}},
+        "patch": {"operation": "ADD", "value": connect_virtual_host(instance)},
     }
+    return _envoy_filter(instance_filter_name(instance), gateway, patch, {"ssh-gateway/instance": instance.name})
 
 
 def connect_manifests(gateway: ConnectGateway, instances: Iterable[ConnectInstance]) -> list[dict[str, Any]]:

@@ -2,7 +2,8 @@
 
 Children: on an Istio gateway, the EnvoyFilter that turns CONNECT (and, if asked, HTTP/1.0) on in the ingress
 gateway's listener (`ssh_gateway.core.connect.gateway_connect_filter`; none when there is nothing to turn on; a
-standalone Envoy has that in the stack's `envoyConfig` output instead), and the public way in. Through Pangolin:
+standalone Envoy has that in the stack's `envoyConfig` output instead) and, if asked (`createGateway`), the Istio
+`Gateway` whose HTTP server makes istiod build that listener (`istio_gateway`); and the public way in. Through Pangolin:
 one raw TCP resource on the CONNECT port whose target is the gateway (its Service, or the standalone Envoy's
 listener), and one NSG rule for that port. Directly (the gateway's own LoadBalancer): nothing, only the address.
 """
@@ -12,23 +13,21 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import pulumi
-import pulumi_azure_native as azure_native
-import pulumi_kubernetes as k8s
 
-from providers.pangolin import PangolinTcpResource, PangolinTcpResourceArgs
+from providers.pangolin import PangolinTcpResource
 from ssh_gateway.core.connect import (
-    ENVOY_FILTER_API,
     ConnectGateway,
     Entry,
     PangolinEntry,
     StandaloneEnvoy,
     gateway_connect_filter,
+    istio_gateway,
 )
-from ssh_gateway.core.firewall import source_fields
 from ssh_gateway.core.names import CONNECT_ENTRY_TYPE, CONNECT_RULE_NAME, Role, child_name
-from ssh_gateway.core.targets import SKIP_AWAIT_ANNOTATIONS
 
-from .ssh_instance import FirewallRuleArgs, PangolinTargetArgs
+from .firewall_rule import FirewallRuleArgs, nsg_rule
+from .kubernetes_objects import istio_object
+from .pangolin_tcp import PangolinTargetArgs, pangolin_tcp
 
 __all__ = ["ConnectEntry", "ConnectEntryArgs"]
 
@@ -62,23 +61,17 @@ class ConnectEntry(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: ConnectEntryArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(CONNECT_ENTRY_TYPE, name, None, opts)
-        self._create_gateway_filter(name, args)
+        self._create_gateway_objects(name, args)
         resource_id: pulumi.Input[int | None] = None
         entry = args.entry
         if isinstance(entry, PangolinEntry):
-            pangolin_resource = PangolinTcpResource(
+            pangolin_resource = pangolin_tcp(
                 child_name(name, Role.PANGOLIN),
-                PangolinTcpResourceArgs(
-                    api_url=args.pangolin.api_url,
-                    org_id=args.pangolin.org_id,
-                    site_id=args.pangolin.site_id,
-                    name=args.pangolin.resource_name,
-                    proxy_port=entry.port,
-                    target_ip=entry.target_host,
-                    target_port=entry.target_port,
-                    adopt_resource_id=args.pangolin.leftover_id,
-                ),
-                pulumi.ResourceOptions(parent=self),
+                args.pangolin,
+                proxy_port=entry.port,
+                target_ip=entry.target_host,
+                target_port=entry.target_port,
+                opts=pulumi.ResourceOptions(parent=self),
             )
             resource_id = pangolin_resource.resource_id
             if args.firewall is not None:
@@ -88,45 +81,28 @@ class ConnectEntry(pulumi.ComponentResource):
         self.pangolin_resource_id = pulumi.Output.from_input(resource_id)
         self.register_outputs({"host": self.host, "port": self.port, "pangolin_resource_id": self.pangolin_resource_id})
 
-    def _create_gateway_filter(self, name: str, args: ConnectEntryArgs) -> None:
+    def _create_gateway_objects(self, name: str, args: ConnectEntryArgs) -> None:
         if not isinstance(args.gateway, ConnectGateway):
             return
-        manifest = gateway_connect_filter(args.gateway)
-        if manifest is None:  # CONNECT already on (enableConnect: false) and no HTTP/1.0 to turn on
-            return
-        k8s.apiextensions.CustomResource(
-            child_name(name, Role.GATEWAY_FILTER),
-            api_version=ENVOY_FILTER_API,
-            kind="EnvoyFilter",
-            metadata=k8s.meta.v1.ObjectMetaArgs(
-                name=manifest["metadata"]["name"],
-                namespace=manifest["metadata"]["namespace"],
-                labels=manifest["metadata"]["labels"],
-                annotations=SKIP_AWAIT_ANNOTATIONS if args.skip_await else None,
-            ),
-            spec=manifest["spec"],
-            opts=pulumi.ResourceOptions(parent=self),
-        )
+        # None: no Gateway asked for (the cluster's own opens the port); CONNECT already on (enableConnect: false)
+        # and no HTTP/1.0 to turn on.
+        child = pulumi.ResourceOptions(parent=self)
+        for role, manifest in (
+            (Role.GATEWAY, istio_gateway(args.gateway)),
+            (Role.GATEWAY_FILTER, gateway_connect_filter(args.gateway)),
+        ):
+            if manifest is not None:
+                istio_object(child_name(name, role), manifest, skip_await=args.skip_await, opts=child)
 
     def _create_firewall_rule(
         self, name: str, entry: PangolinEntry, fw: FirewallRuleArgs, pangolin_resource: PangolinTcpResource
     ) -> None:
-        # Like an instance's rule: standalone (pulumi-azure-native#3359), opened only once Pangolin binds the port.
-        single, several = source_fields(fw.sources)
-        azure_native.network.SecurityRule(
+        # Like an instance's rule: opened only once Pangolin binds the port.
+        nsg_rule(
             child_name(name, Role.NSG_RULE),
-            resource_group_name=fw.resource_group,
-            network_security_group_name=fw.nsg_name,
-            security_rule_name=CONNECT_RULE_NAME,
+            fw,
+            rule_name=CONNECT_RULE_NAME,
             description="ssh-gateway: public ssh over HTTP CONNECT to every connect-mode instance",
-            direction="Inbound",
-            access="Allow",
-            protocol="Tcp",
-            priority=fw.priority,
-            source_port_range="*",
-            source_address_prefix=single,
-            source_address_prefixes=several,
-            destination_address_prefix="*",
-            destination_port_range=str(entry.port),
+            port=str(entry.port),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[pangolin_resource]),
         )

@@ -16,8 +16,6 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from ssh_gateway.core.connect import (
-    ENVOY_FILTER_API,
-    SSH_PORT,
     ConnectGateway,
     ConnectInstance,
     Entry,
@@ -30,10 +28,11 @@ from ssh_gateway.core.connect import (
 )
 from ssh_gateway.core.host_identity import ssh_config_identity_lines
 from ssh_gateway.core.names import COMPONENT_TYPE, CONNECT_INSTANCE_TYPE, Role, child_name, ssh_alias
-from ssh_gateway.core.targets import SKIP_AWAIT_ANNOTATIONS, ServiceSpec, StaticTarget
+from ssh_gateway.core.targets import ServiceSpec, StaticTarget
 from ssh_gateway.core.trust import plain_line
 
 from .host_identity import HostIdentityArgs, issue_host_identity
+from .kubernetes_objects import istio_object, ssh_service
 
 __all__ = ["ConnectSshInstance", "ConnectSshInstanceArgs"]
 
@@ -164,37 +163,19 @@ class ConnectSshInstance(pulumi.ComponentResource):
         manifest = instance_route_filter(gateway, route)
         # After the Service: the route sends traffic only where something can answer (else 503), and destroy
         # removes the route before the Service.
-        k8s.apiextensions.CustomResource(
+        istio_object(
             child_name(name, Role.ROUTE),
-            api_version=ENVOY_FILTER_API,
-            kind="EnvoyFilter",
-            metadata=k8s.meta.v1.ObjectMetaArgs(
-                name=manifest["metadata"]["name"],
-                namespace=manifest["metadata"]["namespace"],
-                labels=manifest["metadata"]["labels"],
-                annotations=SKIP_AWAIT_ANNOTATIONS if skip_await else None,
-            ),
-            spec=manifest["spec"],
+            manifest,
+            skip_await=skip_await,
             opts=pulumi.ResourceOptions(parent=self, depends_on=[service]),
         )
 
     def _create_service(self, name: str, instance: str, spec: ServiceSpec) -> k8s.core.v1.Service:
-        return k8s.core.v1.Service(
+        return ssh_service(
             child_name(name, Role.SERVICE),
-            metadata=k8s.meta.v1.ObjectMetaArgs(
-                name=spec.name,
-                namespace=spec.namespace,
-                labels={"app.kubernetes.io/managed-by": "ssh-gateway", "ssh-gateway/instance": instance},
-                annotations=SKIP_AWAIT_ANNOTATIONS if spec.skip_await else None,
-            ),
-            spec=k8s.core.v1.ServiceSpecArgs(
-                type="ClusterIP",
-                selector=dict(spec.selector),
-                ports=[
-                    k8s.core.v1.ServicePortArgs(
-                        name=SERVICE_PORT_NAME, protocol="TCP", port=SSH_PORT, target_port=spec.pod_port
-                    )
-                ],
-            ),
+            instance=instance,
+            spec=spec,
+            service_type="ClusterIP",
+            port_name=SERVICE_PORT_NAME,
             opts=pulumi.ResourceOptions(parent=self),
         )

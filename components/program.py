@@ -19,6 +19,7 @@ from pulumi.runtime.config import CONFIG
 from providers.host_identity import SshHostCa, SshHostCaArgs
 from providers.pangolin.errors import PangolinError
 from providers.pangolin.org import read_org
+from providers.pangolin.port_check import CONNECT_KEY
 from providers.pangolin.port_check_resource import PortCheck, PortCheckArgs
 from providers.port_allocation.resource import PortAllocation, PortAllocationArgs
 from ssh_gateway.core.connect import PangolinEntry, StandaloneEnvoy, envoy_bootstrap_yaml
@@ -34,6 +35,7 @@ from ssh_gateway.core.names import (
     public_host,
 )
 from ssh_gateway.core.org import OrgView
+from ssh_gateway.core.ports import PortRange
 from ssh_gateway.core.settings import (
     Connect,
     ConnectModeInstance,
@@ -58,8 +60,10 @@ from ssh_gateway.core.trust import (
 
 from .connect_entry import ConnectEntry, ConnectEntryArgs
 from .connect_ssh_instance import ConnectSshInstance, ConnectSshInstanceArgs
+from .firewall_rule import FirewallRuleArgs
 from .host_identity import HostIdentityArgs
-from .ssh_instance import FirewallRuleArgs, PangolinTargetArgs, SshInstance, SshInstanceArgs
+from .pangolin_tcp import PangolinTargetArgs
+from .ssh_instance import SshInstance, SshInstanceArgs
 
 __all__ = ["build", "check_connect_port", "load_settings", "read_pangolin_org", "run"]
 
@@ -132,33 +136,40 @@ def build(settings: Settings, *, org: OrgView, project: str, stack: str) -> dict
         pulumi.log.warn(warning)
     port_range = settings.ports.range
     port_mode = [i for i in settings.instances if not isinstance(i, ConnectModeInstance)]
-    allocation = PortAllocation(
-        "ports",
-        PortAllocationArgs(
-            instances=[i.name for i in port_mode],
-            port_range=port_range,
-            pins={i.name: i.port for i in port_mode if i.port is not None},
-            reserved=settings.ports.reserved,
-            held=org.held_in(port_range),
-            owner_prefix=owner_prefix(project, stack),
-        ),
-    )
+    # No range (the settings allow that only when every instance is connect-mode): nothing to allocate.
+    allocation = None
+    if port_range is not None:
+        allocation = PortAllocation(
+            "ports",
+            PortAllocationArgs(
+                instances=[i.name for i in port_mode],
+                port_range=port_range,
+                pins={i.name: i.port for i in port_mode if i.port is not None},
+                reserved=settings.ports.reserved,
+                held=org.held_in(port_range),
+                owner_prefix=owner_prefix(project, stack),
+            ),
+        )
     k8s_provider = _kubernetes_provider(settings)
     k8s_opts = pulumi.ResourceOptions(providers=[k8s_provider] if k8s_provider else None)
     authorities = _host_authorities(settings)
-    by_port = {
-        inst.name: SshInstance(
-            inst.name,
-            _instance_args(settings, inst, allocation, org, authorities, project=project, stack=stack),
-            k8s_opts,
-        )
-        for inst in port_mode
-    }
+    by_port: dict[str, SshInstance] = {}
+    if allocation is not None and port_range is not None:
+        by_port = {
+            inst.name: SshInstance(
+                inst.name,
+                _instance_args(settings, inst, allocation, port_range, org, authorities, project=project, stack=stack),
+                k8s_opts,
+            )
+            for inst in port_mode
+        }
     endpoints: dict[str, object] = {name: _port_endpoint(i) for name, i in by_port.items()}
     outputs: dict[str, pulumi.Input[object]] = {}
     by_connect: dict[str, ConnectSshInstance] = {}
+    entries: list[ConnectEntry] = []
     if settings.connect is not None:
         entry = ConnectEntry(CONNECT_ENTRY, _entry_args(settings, org, project=project, stack=stack), k8s_opts)
+        entries.append(entry)
         by_connect = {
             inst.name: ConnectSshInstance(
                 inst.name,
@@ -179,16 +190,19 @@ def build(settings: Settings, *, org: OrgView, project: str, stack: str) -> dict
     instances: dict[str, SshInstance | ConnectSshInstance] = {
         i.name: by_port.get(i.name) or by_connect[i.name] for i in settings.instances
     }
-    # After every create: no port of this stack bound twice by overlapping runs (providers/pangolin/port_check.py).
+    # After every create: no port of this stack bound twice by overlapping runs (providers/pangolin/port_check.py),
+    # the CONNECT entry's included.
+    connect_port = _checked_connect_port(settings)
+    allocated: pulumi.Input[dict[str, int]] = allocation.ports if allocation is not None else {}
     PortCheck(
         "port-check",
         PortCheckArgs(
             api_url=settings.pangolin.url,
             org_id=settings.pangolin.org_id,
             owner_prefix=owner_prefix(project, stack),
-            ports=allocation.ports,
+            ports=pulumi.Output.from_input(allocated).apply(lambda ports: {**ports, **connect_port}),
         ),
-        pulumi.ResourceOptions(depends_on=list(instances.values())),
+        pulumi.ResourceOptions(depends_on=[*instances.values(), *entries]),
     )
     return {
         "endpoints": {i.name: endpoints[i.name] for i in settings.instances},
@@ -200,12 +214,18 @@ def build(settings: Settings, *, org: OrgView, project: str, stack: str) -> dict
         ),
         "hostCa": _host_ca(settings, authorities),
         "hostIdentities": _host_identities(instances),
-        "allocations": allocation.ports,
-        "releasedPorts": allocation.released,
-        "portRange": str(port_range),
+        "allocations": allocated,
+        "releasedPorts": allocation.released if allocation is not None else [],
+        "portRange": str(port_range) if port_range is not None else None,
         "gateway": _gateway_output(settings, publish_range=bool(port_mode) or settings.connect is None),
         **outputs,
     }
+
+
+def _checked_connect_port(settings: Settings) -> dict[str, int]:
+    """The CONNECT entry's Pangolin port, under its key in the port check; nothing when it is reached directly."""
+    entry = settings.connect_entry() if settings.connect is not None else None
+    return {CONNECT_KEY: entry.port} if isinstance(entry, PangolinEntry) else {}
 
 
 def _port_endpoint(inst: SshInstance) -> dict[str, pulumi.Input[object]]:
@@ -241,7 +261,7 @@ def _gateway_output(settings: Settings, *, publish_range: bool) -> dict[str, obj
     published = settings.published_range
     out: dict[str, object] = {}
     entry_points: dict[str, dict[str, str]] = {}
-    if publish_range:
+    if publish_range and published is not None:
         out["gerbilPublishedPorts"] = f"{published}:{published}/tcp"
         entry_points.update({f"tcp-{port}": {"address": f":{port}/tcp"} for port in published})
     entry = settings.connect_entry() if settings.connect is not None else None
@@ -276,6 +296,18 @@ def _connect_output(connect: Connect, entry: ConnectEntry) -> dict[str, pulumi.I
     }
 
 
+def _pangolin_args(settings: Settings, org: OrgView, name: str) -> PangolinTargetArgs:
+    """The Pangolin resource `name` of this stack, adopting a leftover of that name that the listing found."""
+    pangolin = settings.pangolin
+    return PangolinTargetArgs(
+        api_url=pangolin.url,
+        org_id=pangolin.org_id,
+        site_id=pangolin.site_id,
+        resource_name=name,
+        leftover_id=org.leftover(name, "tcp"),
+    )
+
+
 def _entry_args(settings: Settings, org: OrgView, *, project: str, stack: str) -> ConnectEntryArgs:
     fw = settings.firewall
     firewall = None
@@ -286,17 +318,10 @@ def _entry_args(settings: Settings, org: OrgView, *, project: str, stack: str) -
             sources=fw.source_cidrs,
             priority=connect_priority(settings.ports.range, fw.priority_base),
         )
-    name = connect_resource_name(project, stack)
     return ConnectEntryArgs(
         gateway=settings.connect_gateway(),
         entry=settings.connect_entry(),
-        pangolin=PangolinTargetArgs(
-            api_url=settings.pangolin.url,
-            org_id=settings.pangolin.org_id,
-            site_id=settings.pangolin.site_id,
-            resource_name=name,
-            leftover_id=org.leftover(name, "tcp"),
-        ),
+        pangolin=_pangolin_args(settings, org, connect_resource_name(project, stack)),
         firewall=firewall,
         skip_await=settings.kubernetes.skip_await,
     )
@@ -350,6 +375,7 @@ def _instance_args(
     settings: Settings,
     inst: PortModeInstance,
     allocation: PortAllocation,
+    port_range: PortRange,
     org: OrgView,
     authorities: dict[int, SshHostCa],
     *,
@@ -364,7 +390,7 @@ def _instance_args(
             resource_group=fw.resource_group,
             nsg_name=fw.nsg_name,
             sources=inst.source_cidrs or fw.source_cidrs,
-            priority=port.apply(lambda p: nsg_priority(p, settings.ports.range, fw.priority_base)),
+            priority=port.apply(lambda p: nsg_priority(p, port_range, fw.priority_base)),
         )
     name = pangolin_resource_name(project, stack, inst.name)
     return SshInstanceArgs(
@@ -372,13 +398,7 @@ def _instance_args(
         public_host=public_host(settings.gateway.host_template, inst.name),
         public_port=port,
         user=inst.user,
-        pangolin=PangolinTargetArgs(
-            api_url=settings.pangolin.url,
-            org_id=settings.pangolin.org_id,
-            site_id=settings.pangolin.site_id,
-            resource_name=name,
-            leftover_id=org.leftover(name, "tcp"),
-        ),
+        pangolin=_pangolin_args(settings, org, name),
         target=settings.target_of(inst),
         firewall=firewall,
         host_key=inst.host_key,

@@ -18,14 +18,12 @@ from types import FrameType
 from typing import Any, Final
 
 import pulumi
-import pulumi_azure_native as azure_native
 import pulumi_kubernetes as k8s
 from pulumi.runtime import resource as sdk_resource
 from pulumi.runtime import settings as sdk_settings
 from pulumi.runtime.proto import source_pb2
 
-from providers.pangolin import PangolinTcpResource, PangolinTcpResourceArgs
-from ssh_gateway.core.firewall import Sources, source_fields
+from providers.pangolin import PangolinTcpResource
 from ssh_gateway.core.host_identity import ssh_config_identity_lines
 from ssh_gateway.core.names import (
     COMPONENT_TYPE,
@@ -34,47 +32,13 @@ from ssh_gateway.core.names import (
     child_name,
     ssh_alias,
 )
-from ssh_gateway.core.targets import (
-    SKIP_AWAIT_ANNOTATIONS,
-    ClusterIpTarget,
-    NodePortTarget,
-    ServiceSpec,
-    StaticTarget,
-    Target,
-)
+from ssh_gateway.core.targets import ClusterIpTarget, NodePortTarget, StaticTarget, Target
 from ssh_gateway.core.trust import plain_line
 
+from .firewall_rule import FirewallRuleArgs, nsg_rule
 from .host_identity import HostIdentityArgs, issue_host_identity
-
-
-@dataclass(frozen=True, kw_only=True)
-class FirewallRuleArgs:
-    """Where the instance's NSG rule goes and who may connect."""
-
-    resource_group: str
-    """Resource group of the network security group."""
-    nsg_name: str
-    """The network security group the gateway's NIC or subnet uses."""
-    sources: Sources
-    """Who may connect: CIDRs, or one service tag."""
-    priority: pulumi.Input[int]
-    """Rule priority, derived from the port so it is unique and stable."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class PangolinTargetArgs:
-    """The Pangolin side: where the API is and which site reaches the target."""
-
-    api_url: str
-    """Integration API base URL."""
-    org_id: str
-    """Org that owns the resource."""
-    site_id: int
-    """Newt (or local) site the target is reached through."""
-    resource_name: str
-    """Resource name, identifying the stack and the instance."""
-    leftover_id: int | None = None
-    """A resource of this name that the program's listing found: adopted on create instead of twinned."""
+from .kubernetes_objects import ssh_service
+from .pangolin_tcp import PangolinTargetArgs, pangolin_tcp
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -135,19 +99,13 @@ class SshInstance(pulumi.ComponentResource):
             child = pulumi.ResourceOptions(parent=self)
 
             target_ip, target_port = self._create_target(name, args, child)
-            pangolin_resource = PangolinTcpResource(
+            pangolin_resource = pangolin_tcp(
                 child_name(name, Role.PANGOLIN),
-                PangolinTcpResourceArgs(
-                    api_url=args.pangolin.api_url,
-                    org_id=args.pangolin.org_id,
-                    site_id=args.pangolin.site_id,
-                    name=args.pangolin.resource_name,
-                    proxy_port=args.public_port,
-                    target_ip=target_ip,
-                    target_port=target_port,
-                    adopt_resource_id=args.pangolin.leftover_id,
-                ),
-                child,
+                args.pangolin,
+                proxy_port=args.public_port,
+                target_ip=target_ip,
+                target_port=target_port,
+                opts=child,
             )
             if args.firewall is not None:
                 self._create_firewall_rule(name, args, args.firewall, pangolin_resource)
@@ -197,51 +155,26 @@ class SshInstance(pulumi.ComponentResource):
     def _create_service(
         self, name: str, instance: str, target: NodePortTarget | ClusterIpTarget, child: pulumi.ResourceOptions
     ) -> k8s.core.v1.Service:
-        spec: ServiceSpec = target.service
         node_port = target.node_port if isinstance(target, NodePortTarget) else None
-        return k8s.core.v1.Service(
+        return ssh_service(
             child_name(name, Role.SERVICE),
-            metadata=k8s.meta.v1.ObjectMetaArgs(
-                name=spec.name,
-                namespace=spec.namespace,
-                labels={"app.kubernetes.io/managed-by": "ssh-gateway", "ssh-gateway/instance": instance},
-                annotations=SKIP_AWAIT_ANNOTATIONS if spec.skip_await else None,
-            ),
-            spec=k8s.core.v1.ServiceSpecArgs(
-                type="NodePort" if isinstance(target, NodePortTarget) else "ClusterIP",
-                selector=dict(spec.selector),
-                ports=[
-                    k8s.core.v1.ServicePortArgs(
-                        name="ssh", protocol="TCP", port=22, target_port=spec.pod_port, node_port=node_port
-                    )
-                ],
-            ),
+            instance=instance,
+            spec=target.service,
+            service_type="NodePort" if isinstance(target, NodePortTarget) else "ClusterIP",
+            port_name="ssh",
+            node_port=node_port,
             opts=child,
         )
 
     def _create_firewall_rule(
         self, name: str, args: SshInstanceArgs, fw: FirewallRuleArgs, pangolin_resource: PangolinTcpResource
     ) -> None:
-        # A standalone SecurityRule, never inline rules on the NSG: inline rules make every NSG update
-        # delete and re-add the standalone ones (pulumi-azure-native#3359).
-        # It depends on the Pangolin resource so the port opens only once something is bound behind it,
-        # and closes (destroy runs in reverse) before the binding goes away.
-        single, several = source_fields(fw.sources)
-        azure_native.network.SecurityRule(
+        nsg_rule(
             child_name(name, Role.NSG_RULE),
-            resource_group_name=fw.resource_group,
-            network_security_group_name=fw.nsg_name,
-            security_rule_name=f"ssh-gateway-{args.instance}",
+            fw,
+            rule_name=f"ssh-gateway-{args.instance}",
             description=f"ssh-gateway: public ssh to instance {args.instance}",
-            direction="Inbound",
-            access="Allow",
-            protocol="Tcp",
-            priority=fw.priority,
-            source_port_range="*",
-            source_address_prefix=single,
-            source_address_prefixes=several,
-            destination_address_prefix="*",
-            destination_port_range=pulumi.Output.from_input(args.public_port).apply(str),
+            port=pulumi.Output.from_input(args.public_port).apply(str),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[pangolin_resource]),
         )
 

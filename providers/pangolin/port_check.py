@@ -10,7 +10,9 @@ instances to free ports (the allocator's `contest`) and enables them again.
 
 It runs when the stack's ports (instance -> port, known at preview) change, i.e. when this run creates or moves
 a resource: a conflict needs a new binding, and the newer binding's run is the one that sees both. The stack's
-resources are found in the listing by their names (`<project>/<stack>/<instance>`).
+resources are found in the listing by their names (`<project>/<stack>/<instance>`). The CONNECT entry's
+resource is one of them, as `@connect` (its name, `connect_resource_name`): its port is fixed by config, so
+the next run does not move it, and its preview refuses the port while the older owner holds it.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from typing import Any, Final
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
 from pulumi.runtime.rpc import UNKNOWN
 
+from ssh_gateway.core.names import CONNECT_ENTRY
 from ssh_gateway.core.org import Conflict, losers
 
 from .client import PangolinClient
@@ -28,10 +31,12 @@ from .errors import PangolinConflict
 from .org import org_view
 from .policy import DEFAULT_POLICY, HttpPolicy
 
-__all__ = ["CHECK_ID", "PortCheckProvider"]
+__all__ = ["CHECK_ID", "CONNECT_KEY", "PortCheckProvider"]
 
 CHECK_ID: Final = "port-check"
 _KEYS: Final = ("apiUrl", "orgId", "ownerPrefix", "ports")
+CONNECT_KEY: Final = f"@{CONNECT_ENTRY}"
+"""The CONNECT entry's key in `ports`: its resource's name after the owner prefix (`connect_resource_name`)."""
 
 
 def _has_unknowns(value: Any) -> bool:
@@ -91,9 +96,13 @@ def _message(conflicts: list[Conflict], prefix: str) -> str:
         f"port {c.port}: {c.owner.describe()} (older, keeps it) and this stack's {c.loser.describe()} (disabled)"
         for c in conflicts
     )
-    moved = ", ".join(f"'{c.loser.name.removeprefix(prefix)}'" for c in conflicts)
+    names = [c.loser.name.removeprefix(prefix) for c in conflicts]
+    moved = ", ".join(f"'{n}'" for n in names if n != CONNECT_KEY)
+    fixes = [f"Run `pulumi up` again: it moves {moved} to free ports"] if moved else []
+    if CONNECT_KEY in names:
+        fixes.append("choose another ssh-gateway:connect.public.port (the CONNECT entry's port is not allocated)")
     return (
         f"{len(conflicts)} port(s) were bound by another owner while this run bound them too (overlapping runs "
         f"on one org and range): {each}. The lowest resource id keeps a port, so each port is bound once now. "
-        f"Run `pulumi up` again: it moves {moved} to free ports"
+        + "; ".join(fixes)
     )

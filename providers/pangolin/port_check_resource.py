@@ -10,7 +10,7 @@ import pulumi
 import pulumi.dynamic
 
 from providers.pickling import unwrap_batch_setitems
-from ssh_gateway.core.names import PANGOLIN_MODULE
+from ssh_gateway.core.names import PANGOLIN_MODULE, PORT_CHECK_KIND
 
 from .port_check import PortCheckProvider
 
@@ -28,12 +28,14 @@ class PortCheckArgs:
     owner_prefix: str
     """Prefix of the stack's Pangolin resource names (`<project>/<stack>/`), to find its resources in the listing."""
     ports: pulumi.Input[Mapping[str, int]]
-    """Instance -> its public port (the allocation's table, known at preview)."""
+    """Instance -> its public port (the allocation's table, known at preview), and `@connect` -> the CONNECT
+    entry's port when it goes through Pangolin."""
 
 
-class PortCheck(pulumi.dynamic.Resource, module=PANGOLIN_MODULE, name="PortCheck"):
+class PortCheck(pulumi.dynamic.Resource, module=PANGOLIN_MODULE, name=PORT_CHECK_KIND):
     """Type token `pulumi-python:dynamic/pangolin:PortCheck`; see `providers.pangolin.port_check`. It must depend on
-    every Pangolin resource of the stack (`depends_on` the instances), so that it runs after their creates."""
+    every Pangolin resource of the stack (`depends_on` the instances and the CONNECT entry), so that it runs after
+    their creates."""
 
     def __init__(self, name: str, args: PortCheckArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         props: dict[str, Any] = {

@@ -50,7 +50,9 @@ Ports: the listener match compares `portNumber` with the port the gateway's Envo
 gateway pod's (target) port, e.g. 8080 behind Service port 80 (`listener_patch.go`, `listenerMatch`); the
 route configuration match accepts either (`rc_patch.go`, `anyPortMatches`). `listener_port` is therefore
 the pod port. The gateway also needs an Istio `Gateway` with an HTTP server on that port, or istiod builds
-no listener and no route configuration for these filters to patch.
+no listener and no route configuration for these filters to patch: most clusters have one on port 80 already;
+where none has, `istio_gateway` (`connect.gateway.createGateway`) is one with a single HTTP server on the
+gateway Service's port, whose route configuration `http.<port>` the filters then patch.
 """
 
 from __future__ import annotations
@@ -69,7 +71,10 @@ from .targets import StaticTarget
 __all__ = [
     "CONNECT_UPGRADE",
     "ENVOY_FILTER_API",
+    "GATEWAY_API",
     "GATEWAY_FILTER_NAME",
+    "GATEWAY_NAME",
+    "GATEWAY_SERVER_PORT_NAME",
     "HCM_FILTER",
     "HCM_TYPE",
     "ROUTER_FILTER",
@@ -80,6 +85,7 @@ __all__ = [
     "DirectEntry",
     "Entry",
     "EnvoyRoute",
+    "GatewayServer",
     "PangolinEntry",
     "ServiceUpstream",
     "StandaloneEnvoy",
@@ -96,6 +102,8 @@ __all__ = [
     "gateway_connect_filter",
     "instance_filter_name",
     "instance_route_filter",
+    "istio_gateway",
+    "namespace_hosts",
     "netcat_command",
     "proxytunnel_command",
 ]
@@ -113,6 +121,12 @@ GATEWAY_FILTER_NAME = "ssh-gateway-connect"
 """The gateway EnvoyFilter's name: one per gateway on purpose. A second stack on the same gateway fails to create
 it (it exists) instead of turning CONNECT on twice, which Envoy refuses (`multiple upgrade configs with the same
 name`); that stack sets `enableConnect: false`."""
+
+GATEWAY_API = "networking.istio.io/v1"
+GATEWAY_NAME = "ssh-gateway-connect"
+"""The Istio `Gateway`'s name (a DNS label, as Istio requires of Gateways): one per gateway workload, like the
+gateway filter's."""
+GATEWAY_SERVER_PORT_NAME = "http-ssh-connect"
 
 _DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 # Kubernetes label values (and the name part of keys): up to 63 of [A-Za-z0-9_.-], alphanumeric at both ends.
@@ -182,6 +196,31 @@ def connect_domains(authority: str) -> list[str]:
     return [authority, f"{authority}:{SSH_PORT}"]
 
 
+def namespace_hosts(namespace: str, cluster_domain: str = "cluster.local") -> tuple[str, ...]:
+    """The Gateway server's hosts: `*.<namespace>.svc.<domain>`, which covers every connect authority of the
+    stack (all are Services in its namespace) and stays the same as instances come and go. A VirtualService
+    binds to the server only if it names the Gateway and a host there, so nothing else lands on it."""
+    _check_dns_label("namespace", namespace)
+    _check_dns_name("cluster domain", cluster_domain)
+    return (f"*.{namespace}.svc.{cluster_domain}",)
+
+
+@dataclass(frozen=True, kw_only=True)
+class GatewayServer:
+    """The Istio `Gateway` server the stack creates where the cluster has none on the CONNECT port."""
+
+    port: int
+    """The gateway Service's port (e.g. 80); istiod maps it to the pods' listener port and names the route
+    configuration `http.<port>`."""
+    hosts: tuple[str, ...]
+    """The server's hosts (`namespace_hosts`)."""
+
+    def __post_init__(self) -> None:
+        _check_port("Gateway server port", self.port)
+        if not self.hosts:
+            raise ValueError("the Gateway server has no hosts: Istio needs at least one")
+
+
 @dataclass(frozen=True)
 class ConnectGateway:
     """The stack's CONNECT entry on an Istio ingress gateway."""
@@ -198,6 +237,8 @@ class ConnectGateway:
     """Accept HTTP/1.0 requests (`nc -X connect`, socat), like Istio's `ISTIO_META_HTTP10: "1"`."""
     labels: Mapping[str, str] = field(default_factory=dict)
     """Extra labels for the EnvoyFilters' metadata (e.g. the stack's)."""
+    server: GatewayServer | None = None
+    """The Istio `Gateway` to create, or None where the cluster's own Gateway already opens the port."""
 
     def __post_init__(self) -> None:
         check_selector(self.selector)
@@ -221,8 +262,25 @@ class ConnectInstance:
         return connect_authority(self.name, self.namespace, self.cluster_domain)
 
 
-def _metadata(name: str, gateway: ConnectGateway, extra: Mapping[str, str]) -> dict[str, Any]:
-    return {"name": name, "namespace": gateway.namespace, "labels": {**MANAGED_BY, **gateway.labels, **extra}}
+def _istio_object(
+    api_version: str, kind: str, name: str, gateway: ConnectGateway, spec: dict[str, Any], extra: Mapping[str, str]
+) -> dict[str, Any]:
+    """An Istio object in the gateway's namespace, labelled as ours, with the gateway's and the `extra` labels."""
+    labels = {**MANAGED_BY, **gateway.labels, **extra}
+    return {
+        "apiVersion": api_version,
+        "kind": kind,
+        "metadata": {"name": name, "namespace": gateway.namespace, "labels": labels},
+        "spec": spec,
+    }
+
+
+def _envoy_filter(
+    name: str, gateway: ConnectGateway, patch: dict[str, Any], extra: Mapping[str, str]
+) -> dict[str, Any]:
+    """An EnvoyFilter of one config patch, on the gateway's pods."""
+    spec = {"workloadSelector": {"labels": dict(gateway.selector)}, "configPatches": [patch]}
+    return _istio_object(ENVOY_FILTER_API, "EnvoyFilter", name, gateway, spec, extra)
 
 
 def gateway_connect_filter(gateway: ConnectGateway, name: str = GATEWAY_FILTER_NAME) -> dict[str, Any] | None:
@@ -238,27 +296,24 @@ def gateway_connect_filter(gateway: ConnectGateway, name: str = GATEWAY_FILTER_N
         value["http_protocol_options"] = {"accept_http_10": True}
     if len(value) == 1:
         return None
-    return {
-        "apiVersion": ENVOY_FILTER_API,
-        "kind": "EnvoyFilter",
-        "metadata": _metadata(name, gateway, {}),
-        "spec": {
-            "workloadSelector": {"labels": dict(gateway.selector)},
-            "configPatches": [
-                {
-                    "applyTo": "NETWORK_FILTER",
-                    "match": {
-                        "context": "GATEWAY",
-                        "listener": {
-                            "portNumber": gateway.listener_port,
-                            "filterChain": {"filter": {"name": HCM_FILTER}},
-                        },
-                    },
-                    "patch": {"operation": "MERGE", "value": {"typed_config": value}},
-                }
-            ],
-        },
+    listener = {"portNumber": gateway.listener_port, "filterChain": {"filter": {"name": HCM_FILTER}}}
+    patch = {
+        "applyTo": "NETWORK_FILTER",
+        "match": {"context": "GATEWAY", "listener": listener},
+        "patch": {"operation": "MERGE", "value": {"typed_config": value}},
     }
+    return _envoy_filter(name, gateway, patch, {})
+
+
+def istio_gateway(gateway: ConnectGateway) -> dict[str, Any] | None:
+    """The Istio `Gateway` with one plain-HTTP server on `server.port`, selecting the gateway's pods: what makes
+    istiod build the listener and the route configuration the EnvoyFilters patch. None when not asked for."""
+    server = gateway.server
+    if server is None:
+        return None
+    port = {"number": server.port, "name": GATEWAY_SERVER_PORT_NAME, "protocol": "HTTP"}
+    spec = {"selector": dict(gateway.selector), "servers": [{"port": port, "hosts": list(server.hosts)}]}
+    return _istio_object(GATEWAY_API, "Gateway", GATEWAY_NAME, gateway, spec, {})
 
 
 def instance_filter_name(instance: ConnectInstance) -> str:
@@ -290,27 +345,18 @@ def connect_virtual_host(instance: ConnectInstance) -> dict[str, Any]:
 def instance_route_filter(gateway: ConnectGateway, instance: ConnectInstance) -> dict[str, Any]:
     """The EnvoyFilter that adds the instance's virtual host to the gateway's route configuration of
     `listener_port`: CONNECT to its authority (bare or `:22`) goes to its Service's port 22."""
-    virtual_host = connect_virtual_host(instance)
-    return {
-        "apiVersion": ENVOY_FILTER_API,
-        "kind": "EnvoyFilter",
-        "metadata": _metadata(instance_filter_name(instance), gateway, {"ssh-gateway/instance": instance.name}),
-        "spec": {
-            "workloadSelector": {"labels": dict(gateway.selector)},
-            "configPatches": [
-                {
-                    "applyTo": "VIRTUAL_HOST",
-                    "match": {"context": "GATEWAY", "routeConfiguration": {"portNumber": gateway.listener_port}},
-                    "patch": {"operation": "ADD", "value": virtual_host},
-                }
-            ],
-        },
+    patch = {
+        "applyTo": "VIRTUAL_HOST",
+        "match": {"context": "GATEWAY", "routeConfiguration": {"portNumber": gateway.listener_port}},
+        "patch": {"operation": "ADD", "value": connect_virtual_host(instance)},
     }
+    return _envoy_filter(instance_filter_name(instance), gateway, patch, {"ssh-gateway/instance": instance.name})
 
 
 def connect_manifests(gateway: ConnectGateway, instances: Iterable[ConnectInstance]) -> list[dict[str, Any]]:
-    """The gateway filter (if any) and one route filter per instance, after checking that no two instances
-    share an authority (a repeated domain makes Envoy NACK the port's whole route configuration)."""
+    """The EnvoyFilters: the gateway filter (if any) and one route filter per instance, after checking that no two
+    instances share an authority (a repeated domain makes Envoy NACK the port's whole route configuration). The
+    Istio `Gateway` (`istio_gateway`) is not among them: it is no patch."""
     manifests: list[dict[str, Any]] = []
     gateway_filter = gateway_connect_filter(gateway)
     if gateway_filter is not None:

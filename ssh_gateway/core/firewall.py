@@ -133,10 +133,11 @@ def check_priorities(port_range: PortRange, base: int = DEFAULT_PRIORITY_BASE) -
     )
 
 
-def connect_priority(port_range: PortRange, base: int = DEFAULT_PRIORITY_BASE) -> int:
+def connect_priority(port_range: PortRange | None, base: int = DEFAULT_PRIORITY_BASE) -> int:
     """The NSG priority of the CONNECT port's rule: next to the per-port block `base`..`base + size - 1`, below
-    it where Azure allows, else above it; a `ValueError` with the fix when neither fits."""
-    below, above = base - 1, base + port_range.size
+    it where Azure allows, else above it; a `ValueError` with the fix when neither fits. Without a range (every
+    instance connect-mode) the block is empty, and the rule keeps the priority it would have next to one."""
+    below, above = base - 1, base + (port_range.size if port_range is not None else 0)
     if below >= AZURE_PRIORITY_MIN:
         return below
     if above <= AZURE_PRIORITY_MAX:

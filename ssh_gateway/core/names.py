@@ -25,11 +25,14 @@ __all__ = [
     "HOST_KEY_KIND",
     "HOST_KEY_TYPE",
     "INSTANCE_TYPES",
+    "ISTIO_GATEWAY_TYPE",
     "NSG_RULE_TYPE",
     "NSG_TYPE",
     "PANGOLIN_KIND",
     "PANGOLIN_MODULE",
     "PANGOLIN_TYPE",
+    "PORT_CHECK_KIND",
+    "PORT_CHECK_TYPE",
     "SECRET_TYPE",
     "SERVICE_TYPE",
     "STACK_TYPE",
@@ -72,10 +75,16 @@ CONNECT_RULE_NAME: Final = "ssh-gateway.connect"
 ENVOY_FILTER_TYPE: Final = "kubernetes:networking.istio.io/v1alpha3:EnvoyFilter"
 """Istio's EnvoyFilter, as pulumi-kubernetes types a CustomResource of that apiVersion and kind."""
 
+ISTIO_GATEWAY_TYPE: Final = "kubernetes:networking.istio.io/v1:Gateway"
+"""Istio's Gateway (the CONNECT entry's, where the stack creates one)."""
+
 PANGOLIN_MODULE: Final = "pangolin"
 PANGOLIN_KIND: Final = "TcpResource"
 PANGOLIN_TYPE: Final = f"pulumi-python:dynamic/{PANGOLIN_MODULE}:{PANGOLIN_KIND}"
 """A Pangolin raw TCP/UDP resource with its target (a Python dynamic resource)."""
+PORT_CHECK_KIND: Final = "PortCheck"
+PORT_CHECK_TYPE: Final = f"pulumi-python:dynamic/{PANGOLIN_MODULE}:{PORT_CHECK_KIND}"
+"""The once-per-run check that none of the stack's Pangolin ports is bound twice."""
 
 ALLOCATION_MODULE: Final = "ssh-gateway"
 ALLOCATION_KIND: Final = "PortAllocation"
@@ -107,6 +116,8 @@ class Role(StrEnum):
     """A connect-mode instance's EnvoyFilter: its virtual host on the gateway."""
     GATEWAY_FILTER = "gateway-filter"
     """The CONNECT entry's EnvoyFilter that turns CONNECT on in the gateway's listener."""
+    GATEWAY = "gateway"
+    """The CONNECT entry's Istio `Gateway`, where the stack creates one (`connect.gateway.createGateway`)."""
     HOST_KEY = "host-key"
     HOST_KEY_SECRET = "host-key-secret"  # noqa: S105 - a role, not a password
 

@@ -37,10 +37,12 @@ from .connect import (
     DirectEntry,
     Entry,
     EnvoyRoute,
+    GatewayServer,
     PangolinEntry,
     ServiceUpstream,
     StandaloneEnvoy,
     check_selector,
+    namespace_hosts,
 )
 from .credentials import API_KEY_CONFIG
 from .firewall import (
@@ -160,9 +162,10 @@ class _Model(BaseModel):
 
 
 class Ports(_Model):
-    """`ssh-gateway:ports`: the public port range instances are allocated from."""
+    """`ssh-gateway:ports`: the public port range instances are allocated from; only a stack with an instance of
+    routing port needs one (connect-mode instances share the CONNECT port)."""
 
-    range: Range = Field(description='"start-end", inclusive, e.g. "40000-40099"')
+    range: Range | None = Field(default=None, description='"start-end", inclusive, e.g. "40000-40099"')
     reserved: tuple[Port, ...] = ()
 
 
@@ -440,7 +443,9 @@ class IstioGatewaySettings(_GatewaySettings):
     """`ssh-gateway:connect.gateway` with `kind: istio` (the default): the Istio ingress gateway that terminates
     CONNECT, patched by EnvoyFilters (defaults: Istio's own `istio-ingressgateway`, Service port 80 in front of
     the pods' 8080). `targetHost` defaults to the Service's cluster DNS name; `streamIdleTimeout` is the one the
-    gateway has, if any (not set by this program)."""
+    gateway has, if any (not set by this program). `createGateway` is off by default: on most clusters an Istio
+    `Gateway` already has an HTTP server on port 80 of the ingress gateway, and a second one there would merge
+    into the same route configuration, owned by two parties."""
 
     kind: Literal["istio"] = "istio"
     namespace: DnsLabel = "istio-system"
@@ -449,6 +454,11 @@ class IstioGatewaySettings(_GatewaySettings):
     )
     service: DnsLabel = Field(default="istio-ingressgateway", description="the gateway's Service")
     service_port: Port = Field(default=80, alias="servicePort", description="its port in front of listenerPort")
+    create_gateway: bool = Field(
+        default=False,
+        alias="createGateway",
+        description="create an Istio Gateway with an HTTP server on servicePort (off: the cluster's own has one)",
+    )
 
 
 class EnvoyGatewaySettings(_GatewaySettings):
@@ -471,18 +481,22 @@ class EnvoyGatewaySettings(_GatewaySettings):
 KINDS: Final = ("istio", "envoy")
 
 
-def _kind_tag(value: Any) -> str:
-    kind = value.get("kind", "istio") if isinstance(value, Mapping) else getattr(value, "kind", "istio")
-    return f"kind={kind}"
+def _tagged_by(key: str, choices: tuple[str, ...], error_type: str) -> Discriminator:
+    """The union member by `key` (default: the first choice), tagged `key=value`; an unknown value is an
+    `error_type` error listing the choices (`_describe` adds the "did you mean")."""
+
+    def tag(value: Any) -> str:
+        found = value.get(key, choices[0]) if isinstance(value, Mapping) else getattr(value, key, choices[0])
+        return f"{key}={found}"
+
+    return Discriminator(
+        tag, custom_error_type=error_type, custom_error_message=f"unknown {key}; allowed: {', '.join(choices)}"
+    )
 
 
 ConnectGatewaySettings = Annotated[
     Annotated[IstioGatewaySettings, Tag("kind=istio")] | Annotated[EnvoyGatewaySettings, Tag("kind=envoy")],
-    Discriminator(
-        _kind_tag,
-        custom_error_type="unknown_gateway_kind",
-        custom_error_message=f"unknown kind; allowed: {', '.join(KINDS)}",
-    ),
+    _tagged_by("kind", KINDS, "unknown_gateway_kind"),
 ]
 """`ssh-gateway:connect.gateway`: what terminates CONNECT, tagged by its `kind`."""
 
@@ -505,17 +519,9 @@ class DirectPublic(_Model):
 
 VIAS: Final = ("pangolin", "direct")
 
-
-def _via_tag(value: Any) -> str:
-    via = value.get("via", "pangolin") if isinstance(value, Mapping) else getattr(value, "via", "pangolin")
-    return f"via={via}"
-
-
 Public = Annotated[
     Annotated[PangolinPublic, Tag("via=pangolin")] | Annotated[DirectPublic, Tag("via=direct")],
-    Discriminator(
-        _via_tag, custom_error_type="unknown_via", custom_error_message=f"unknown via; allowed: {', '.join(VIAS)}"
-    ),
+    _tagged_by("via", VIAS, "unknown_via"),
 ]
 
 
@@ -538,7 +544,7 @@ class Settings(_Model):
 
     production: bool = False
     pangolin: Pangolin
-    ports: Ports
+    ports: Ports = Ports()
     gateway: Gateway
     kubernetes: Kubernetes = Kubernetes()
     firewall: Firewall = FirewallOff(enabled=False)
@@ -589,18 +595,34 @@ class Settings(_Model):
                     f"instances[{index}].hostKeyGeneration",
                     f"instance {inst.name!r} pins hostKey, so it is issued no host key to rotate: drop one of the two",
                 )
-        if not self.published_range.covers(self.ports.range):
+        port_range = self.ports.range
+        if port_range is None:
+            self._check_no_port_mode()
+            return self
+        published = self.published_range
+        if published is not None and not published.covers(port_range):
             raise _problem(
                 "gateway.publishedRange",
-                f"ports.range {self.ports.range} is not inside gateway.publishedRange {self.published_range}: "
+                f"ports.range {port_range} is not inside gateway.publishedRange {published}: "
                 "Gerbil/Traefik would not publish every allocatable port; narrow ports.range or publish more",
             )
         if isinstance(self.firewall, FirewallOn):
             try:
-                check_priorities(self.ports.range, self.firewall.priority_base)
+                check_priorities(port_range, self.firewall.priority_base)
             except ValueError as exc:
                 raise _problem("firewall.priorityBase", str(exc)) from None
         return self
+
+    def _check_no_port_mode(self) -> None:
+        """Without `ports.range`, no instance may need a port of its own."""
+        port_mode = [(i, inst) for i, inst in enumerate(self.instances) if not isinstance(inst, ConnectModeInstance)]
+        if port_mode:
+            index, inst = port_mode[0]
+            raise _problem(
+                "ports.range",
+                f"required: instance {inst.name!r} (instances[{index}]) has routing port, so it needs a public port "
+                'from this range, e.g. "40000-40099"; leave it out only when every instance has routing: connect',
+            )
 
     def _check_connect(self) -> None:
         """The CONNECT entry and the instances behind it, as Istio and Envoy will take them."""
@@ -641,7 +663,7 @@ class Settings(_Model):
         public = connect.public
         if isinstance(public, PangolinPublic):
             for key, ports in (("ports.range", self.ports.range), ("gateway.publishedRange", self.published_range)):
-                if public.port in ports:
+                if ports is not None and public.port in ports:
                     raise _problem(
                         "connect.public.port",
                         f"{public.port} is inside {key} {ports}: the CONNECT port is one port of its own, outside "
@@ -674,12 +696,15 @@ class Settings(_Model):
                 accept_http10=self.connect.accept_http10,
                 stream_idle_timeout=gw.idle_timeout,
             )
+        kube = self.kubernetes
+        server = GatewayServer(port=gw.service_port, hosts=namespace_hosts(kube.namespace, kube.cluster_domain))
         return ConnectGateway(
             selector=dict(gw.selector),
             listener_port=gw.listener_port,
             namespace=gw.namespace,
             enable_connect=self.connect.enable_connect,
             accept_http10=self.connect.accept_http10,
+            server=server if gw.create_gateway else None,
         )
 
     def connect_instance(self, inst: ConnectModeInstance) -> ConnectInstance:
@@ -753,13 +778,13 @@ class Settings(_Model):
         return self.issues_host_key(inst) and not _is_static(inst) and not self.kubernetes.render_dir
 
     @property
-    def published_range(self) -> PortRange:
-        """The ports the gateway publishes: `gateway.publishedRange`, else `ports.range`."""
+    def published_range(self) -> PortRange | None:
+        """The ports the gateway publishes: `gateway.publishedRange`, else `ports.range` (None: neither is set)."""
         return self.gateway.published_range or self.ports.range
 
     def warnings(self) -> Iterator[str]:
         """What is allowed but likely to hurt, one line each, naming the key."""
-        if self.ports.range.overlaps(EPHEMERAL):
+        if self.ports.range is not None and self.ports.range.overlaps(EPHEMERAL):
             yield (
                 f"{NAMESPACE}:ports.range {self.ports.range} overlaps Linux's ephemeral ports {EPHEMERAL} "
                 "(net.ipv4.ip_local_port_range): the gateway host's own outgoing connections can take a port "

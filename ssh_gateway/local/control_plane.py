@@ -411,6 +411,26 @@ def _start() -> int:
         return 1
     LOCAL_STATE.write_text(plane.to_json())
     print(f"started in {plane.startup_seconds:.1f}s\n{_how_to_use(plane)}")
+    return _install_istio_crds(plane)
+
+
+def _install_istio_crds(plane: ControlPlane) -> int:
+    """Istio's CRDs, when the bootstrap fetched them: a connect stack (kind istio) can then create its
+    EnvoyFilters and Gateway here. Without them the cluster still serves everything else."""
+    # Imported here: istio_crds builds on this module's ControlPlane.
+    from .istio_crds import install_istio_crds, istio_crds_file
+
+    try:
+        path = istio_crds_file()
+    except ToolchainMissing:
+        print("Istio's CRDs: not fetched, so not installed (scripts/bootstrap istio fetches them)")
+        return 0
+    try:
+        names = install_istio_crds(plane, path)
+    except ControlPlaneError as exc:
+        print(f"local-cluster: {exc}", file=sys.stderr)
+        return 1
+    print(f"Istio's CRDs: {len(names)} served (EnvoyFilter, Gateway, ...): a connect stack can create its objects here")
     return 0
 
 

@@ -33,6 +33,11 @@ CASES: list[tuple[str, dict[str, Any], str]] = [
     ("uppercase org", {"pangolin": {"url": "http://127.0.0.1:9/v1", "orgId": "ACME", "siteId": 1}}, "orgId"),
     ("unknown target", {"instances": [{"name": "a", "target": "vm"}]}, 'ssh-gateway:instances[0].target = "vm"'),
     (
+        "no port range for a port-mode instance",
+        {"ports": {}},
+        "ssh-gateway:ports.range: required: instance 'a' (instances[0]) has routing port, so it needs a public port",
+    ),
+    (
         "CONNECT port inside the range",
         {"connect": {"public": {"port": 40005}}},
         "ssh-gateway:connect.public.port: 40005 is inside ports.range 40000-40019",

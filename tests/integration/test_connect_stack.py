@@ -25,9 +25,12 @@ from pangolin_emulator.harness import EmulatorHandle, running_emulator
 from ssh_gateway.core.connect import (
     ConnectGateway,
     ConnectInstance,
+    GatewayServer,
     connect_cluster,
     gateway_connect_filter,
     instance_route_filter,
+    istio_gateway,
+    namespace_hosts,
 )
 from ssh_gateway.local.control_plane import ControlPlane
 from ssh_gateway.local.envoy import (
@@ -50,13 +53,18 @@ pytestmark = pytest.mark.integration
 
 SELECTOR = {"istio": "ingressgateway"}
 FILTERS = "/apis/networking.istio.io/v1alpha3/namespaces/{namespace}/envoyfilters"
+GATEWAYS = "/apis/networking.istio.io/v1/namespaces/{namespace}/gateways"
+
+
+def istio_objects(kube: ControlPlane, path: str, namespace: str) -> dict[str, dict[str, Any]]:
+    with kube.client() as api:
+        response = api.get(path.format(namespace=namespace))
+    response.raise_for_status()
+    return {item["metadata"]["name"]: item for item in response.json()["items"]}
 
 
 def envoy_filters(kube: ControlPlane, namespace: str) -> dict[str, dict[str, Any]]:
-    with kube.client() as api:
-        response = api.get(FILTERS.format(namespace=namespace))
-    response.raise_for_status()
-    return {item["metadata"]["name"]: item for item in response.json()["items"]}
+    return istio_objects(kube, FILTERS, namespace)
 
 
 def services(kube: ControlPlane, namespace: str) -> dict[str, dict[str, Any]]:
@@ -94,7 +102,7 @@ def test_envoyfilters_on_a_real_api_server(
     ns, gateway_ns = kube_namespace, f"gw-{uuid.uuid4().hex[:6]}"
     kube.create_namespace(gateway_ns)
     connect = {
-        "gateway": {"namespace": gateway_ns, "selector": SELECTOR, "listenerPort": 8080},
+        "gateway": {"namespace": gateway_ns, "selector": SELECTOR, "listenerPort": 8080, "createGateway": True},
         "public": {"via": "pangolin", "port": 40443},
     }
     instances: list[dict[str, Any]] = [
@@ -113,7 +121,8 @@ def test_envoyfilters_on_a_real_api_server(
 
     # What the API server holds is exactly what the core generates, snake_case Envoy fields and "@type" included.
     live = envoy_filters(kube, gateway_ns)
-    gateway = ConnectGateway(SELECTOR, 8080, namespace=gateway_ns)
+    server = GatewayServer(port=80, hosts=namespace_hosts(ns))
+    gateway = ConnectGateway(SELECTOR, 8080, namespace=gateway_ns, server=server)
     expected = {
         "ssh-gateway-connect": gateway_connect_filter(gateway),
         **{
@@ -133,9 +142,16 @@ def test_envoyfilters_on_a_real_api_server(
     assert c2["type"] == "ClusterIP"
     assert [(p["name"], p["port"], p["targetPort"]) for p in c2["ports"]] == [("tcp-ssh", 22, 2222)]
 
+    # The Istio Gateway whose HTTP server on the Service port makes istiod build what the filters patch.
+    [live_gateway] = istio_objects(kube, GATEWAYS, gateway_ns).values()
+    expected_gateway = istio_gateway(gateway)
+    assert expected_gateway is not None
+    assert live_gateway["metadata"]["name"] == expected_gateway["metadata"]["name"]
+    assert live_gateway["spec"] == expected_gateway["spec"]
+
     # Istio's own validation, then istiod's patching of a gateway, then Envoy's verdict on the result.
     read_back = [live[name] for name in sorted(live)]
-    result = validate(read_back, tmp_path / "live.json")
+    result = validate([live_gateway, *read_back], tmp_path / "live.json")
     assert result.returncode == 0, result.stderr
     listener, routes = apply_istio_patches(
         read_back,
@@ -180,6 +196,7 @@ def test_envoyfilters_on_a_real_api_server(
 
     stack.destroy()
     assert envoy_filters(kube, gateway_ns) == {} and services(kube, ns) == {}
+    assert istio_objects(kube, GATEWAYS, gateway_ns) == {}
     assert emulator.state()["resources"] == []
 
 

@@ -14,7 +14,7 @@ import pytest
 from pulumi.dynamic import Config, ConfigureRequest
 
 from providers.pangolin import PangolinClient, PangolinConflict, PangolinTcpProvider
-from providers.pangolin.port_check import PortCheckProvider
+from providers.pangolin.port_check import CONNECT_KEY, PortCheckProvider
 from providers.port_allocation.provider import PortAllocationProvider
 
 from .conftest import FAST, inputs, lists, next_port, writes
@@ -146,6 +146,34 @@ def test_the_port_check_disables_the_younger_resource_and_names_both_owners(
     assert (live.proxyPort, live.enabled) == (moved, True)
     check.update("port-check", props, {**props, "ports": {"a": moved, "b": other_port}})
     assert emulator.doubly_bound_ports() == {}
+
+
+def test_the_port_check_covers_the_connect_entry_whose_port_is_not_moved(
+    provider: PangolinTcpProvider, client: PangolinClient, emulator: EmulatorHandle
+) -> None:
+    port, other_port = next_port(), next_port()
+    older = _make(provider, emulator, "team-b/postgres", port)
+    entry = _make(provider, emulator, PREFIX + CONNECT_KEY, port)  # the stack's CONNECT entry, `<prefix>@connect`
+    _make(provider, emulator, PREFIX + "a", other_port)
+    props = {
+        "apiUrl": emulator.url,
+        "orgId": emulator.org_id,
+        "ownerPrefix": PREFIX,
+        "ports": {"a": other_port, CONNECT_KEY: port},
+    }
+
+    with pytest.raises(PangolinConflict) as raised:
+        _port_check(emulator).create(props)
+
+    message = str(raised.value)
+    assert f"this stack's Pangolin resource {entry} '{PREFIX}@connect' (disabled)" in message
+    # Nothing to move (the port is config, not allocated): the fix is another connect.public.port.
+    assert "moves" not in message
+    assert message.endswith(
+        "choose another ssh-gateway:connect.public.port (the CONNECT entry's port is not allocated)"
+    )
+    assert emulator.doubly_bound_ports() == {}
+    assert (client.get_resource(entry).enabled, client.get_resource(older).enabled) == (False, True)
 
 
 def test_the_port_check_lists_nothing_for_a_stack_without_instances(emulator: EmulatorHandle) -> None:

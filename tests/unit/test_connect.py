@@ -14,6 +14,7 @@ from ssh_gateway.core.connect import (
     ConnectGateway,
     ConnectInstance,
     EnvoyRoute,
+    GatewayServer,
     ServiceUpstream,
     StandaloneEnvoy,
     connect_authority,
@@ -25,6 +26,8 @@ from ssh_gateway.core.connect import (
     envoy_bootstrap_yaml,
     gateway_connect_filter,
     instance_route_filter,
+    istio_gateway,
+    namespace_hosts,
 )
 from ssh_gateway.core.targets import StaticTarget
 
@@ -234,3 +237,46 @@ def test_the_yaml_is_the_bootstrap() -> None:
     text = envoy_bootstrap_yaml(StandaloneEnvoy(listener_port=20080), ROUTES)
     assert text.startswith("# ssh-gateway: ")
     assert yaml.safe_load(text) == envoy_bootstrap(StandaloneEnvoy(listener_port=20080), ROUTES)
+
+
+def test_the_istio_gateway_opens_one_http_server_on_the_service_port() -> None:
+    assert istio_gateway(GATEWAY) is None  # not asked for: the cluster's own Gateway opens the port
+    server = GatewayServer(port=80, hosts=namespace_hosts("gpu", "corp.internal"))
+    labels = {"stack": "dev"}
+    gateway = ConnectGateway({"istio": "ingressgateway"}, 8080, namespace="edge", labels=labels, server=server)
+    manifest = istio_gateway(gateway)
+    assert manifest == {
+        "apiVersion": "networking.istio.io/v1",
+        "kind": "Gateway",
+        "metadata": {
+            "name": "ssh-gateway-connect",
+            "namespace": "edge",
+            "labels": {"app.kubernetes.io/managed-by": "ssh-gateway", "stack": "dev"},
+        },
+        "spec": {
+            "selector": {"istio": "ingressgateway"},
+            # The Service port (istiod names the route configuration http.80); one host covers every authority.
+            "servers": [
+                {
+                    "port": {"number": 80, "name": "http-ssh-connect", "protocol": "HTTP"},
+                    "hosts": ["*.gpu.svc.corp.internal"],
+                }
+            ],
+        },
+    }
+    [wildcard] = server.hosts
+    assert ConnectInstance("c1", "gpu", "corp.internal").authority.endswith(wildcard.removeprefix("*"))
+    assert [m["kind"] for m in connect_manifests(gateway, [])] == ["EnvoyFilter"]  # the Gateway is no patch
+
+
+@pytest.mark.parametrize(
+    ("make", "message"),
+    [
+        (lambda: GatewayServer(port=0, hosts=("*.gpu.svc.cluster.local",)), "Gateway server port 0"),
+        (lambda: GatewayServer(port=80, hosts=()), "no hosts"),
+        (lambda: namespace_hosts("Gpu"), "namespace 'Gpu'"),
+    ],
+)
+def test_a_bad_gateway_server_is_refused(make: Any, message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        make()

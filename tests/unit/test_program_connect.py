@@ -16,8 +16,10 @@ from ssh_gateway.core.names import (
     CONNECT_INSTANCE_TYPE,
     ENVOY_FILTER_TYPE,
     HOST_KEY_TYPE,
+    ISTIO_GATEWAY_TYPE,
     NSG_RULE_TYPE,
     PANGOLIN_TYPE,
+    PORT_CHECK_TYPE,
     SERVICE_TYPE,
 )
 from ssh_gateway.core.org import Binding, OrgView
@@ -204,6 +206,48 @@ def test_direct_entry_creates_nothing_public(mocks: RecordingMocks) -> None:
 def test_options_shape_the_gateway_filter(mocks: RecordingMocks) -> None:
     run_program(connect_settings(connect={**CONNECT, "enableConnect": False}))
     assert [r.name for r in mocks.of_type(ENVOY_FILTER_TYPE)] == ["gpu-c1-route", "gpu-c2-route"]  # nothing to turn on
+
+
+def test_the_port_check_covers_the_connect_port_when_pangolin_binds_it(mocks: RecordingMocks) -> None:
+    run_program(connect_settings())
+    [check] = mocks.of_type(PORT_CHECK_TYPE)
+    assert check.inputs["ports"] == {"gpu-01": 40001, "@connect": 40443}
+    direct = {**CONNECT, "public": {"via": "direct", "host": "gw.example.com", "port": 443}}
+    run_program(connect_settings(connect=direct))
+    assert mocks.of_type(PORT_CHECK_TYPE)[-1].inputs["ports"] == {"gpu-01": 40001}  # no Pangolin resource to check
+
+
+def test_a_stack_without_a_port_range_allocates_nothing(mocks: RecordingMocks) -> None:
+    connected = [i for i in MIXED if i.get("routing") == "connect"]
+    out = run_program(connect_settings(instances=connected, ports={}))
+    assert mocks.of_type(ALLOCATION_TYPE) == []  # no PortAllocation at all
+    assert (out["allocations"], out["releasedPorts"], out["portRange"]) == ({}, [], None)
+    assert "gerbilPublishedPorts" not in out["gateway"]
+    assert set(out["gateway"]["traefikEntryPoints"]) == {"tcp-40443"}
+    [check] = mocks.of_type(PORT_CHECK_TYPE)
+    assert check.inputs["ports"] == {"@connect": 40443}
+    # The CONNECT rule keeps the priority it has next to a range: just below priorityBase.
+    [rule] = mocks.of_type(NSG_RULE_TYPE)
+    assert rule.inputs["priority"] == 999
+
+
+def test_create_gateway_adds_an_istio_gateway_to_the_entry(mocks: RecordingMocks) -> None:
+    run_program(connect_settings())
+    assert mocks.of_type(ISTIO_GATEWAY_TYPE) == []  # off by default: the cluster's own Gateway opens port 80
+    gateway = {**CONNECT["gateway"], "servicePort": 8081, "createGateway": True}
+    run_program(connect_settings(connect={**CONNECT, "gateway": gateway}))
+    [created] = mocks.of_type(ISTIO_GATEWAY_TYPE)
+    assert created.name == "connect-gateway"
+    assert created.inputs["metadata"]["namespace"] == "istio-system"
+    assert created.inputs["spec"] == {
+        "selector": {"istio": "ingressgateway"},
+        "servers": [
+            {
+                "port": {"number": 8081, "name": "http-ssh-connect", "protocol": "HTTP"},
+                "hosts": ["*.gpu.svc.cluster.local"],
+            }
+        ],
+    }
 
 
 def test_http10_is_turned_on_in_the_gateway_filter(mocks: RecordingMocks) -> None:

@@ -272,6 +272,22 @@ def connect_error(**overrides: Any) -> str:
     return str(info.value)
 
 
+def test_a_stack_of_connect_instances_needs_no_port_range() -> None:
+    settings = parse_settings({k: v for k, v in connect_raw().items() if k != "ports"})
+    assert settings.ports.range is None and settings.published_range is None
+    assert not list(settings.warnings())  # nothing about a range that is not there
+
+
+def test_a_port_mode_instance_needs_the_port_range() -> None:
+    instances = [{"name": "gpu-c", "routing": "connect"}, {"name": "gpu-p", "target": "clusterIp"}]
+    message = connect_error(ports={"reserved": [40000]}, instances=instances)
+    assert message == (
+        "invalid stack config:\n  ssh-gateway:ports.range: required: instance 'gpu-p' (instances[1]) has routing port, "
+        'so it needs a public port from this range, e.g. "40000-40099"; leave it out only when every instance has '
+        "routing: connect"
+    )
+
+
 def test_routing_is_per_instance_with_a_stack_default() -> None:
     settings = parse_settings(
         connect_raw(
@@ -478,6 +494,10 @@ def test_a_static_connect_instance_gets_no_secret() -> None:
         ),
         ({"gateway": {"namespace": "istio-system"}}, "ssh-gateway:connect.gateway.namespace: only for connect.gateway"),
         ({"gateway": {"service": "gw"}}, "ssh-gateway:connect.gateway.service: only for connect.gateway.kind istio"),
+        (
+            {"gateway": {"createGateway": True}},
+            "ssh-gateway:connect.gateway.createGateway: only for connect.gateway.kind istio",
+        ),
         (
             {"enableConnect": False},
             "ssh-gateway:connect.enableConnect: is only for connect.gateway.kind istio (a shared Istio gateway may "

@@ -4,8 +4,9 @@
 //
 //	istio-envoyfilter validate FILE...
 //	    Parses every document (YAML or JSON, multi-document) as Istio does for a CRD object and runs
-//	    pkg/config/validation/envoyfilter.ValidateEnvoyFilter. Prints Istio's error and exits 1 on
-//	    the first invalid EnvoyFilter; warnings go to stderr prefixed "warning:".
+//	    pkg/config/validation/envoyfilter.ValidateEnvoyFilter, or for a Gateway (networking.istio.io)
+//	    pkg/config/validation.ValidateGateway. Prints Istio's error and exits 1 on the first invalid
+//	    object; warnings go to stderr prefixed "warning:".
 //
 //	istio-envoyfilter patch --filters FILE [--filters FILE...] --namespace NS --labels k=v[,k=v]
 //	                        [--listener LISTENER.json] [--route ROUTE.json]
@@ -48,6 +49,7 @@ import (
 	"istio.io/istio/pkg/config/schema/collections"
 	"istio.io/istio/pkg/config/schema/gvk"
 	"istio.io/istio/pkg/config/schema/resource"
+	"istio.io/istio/pkg/config/validation"
 	efvalidation "istio.io/istio/pkg/config/validation/envoyfilter"
 	"istio.io/istio/pkg/kube"
 	"istio.io/istio/pkg/kube/krt"
@@ -89,7 +91,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 		if len(args) < 2 {
 			return usageError{"validate needs at least one FILE"}
 		}
-		_, err := loadFilters(args[1:], stderr)
+		_, err := loadConfigs(args[1:], true, stderr)
 		return err
 	case "patch":
 		return patch(args[1:], stdout, stderr)
@@ -99,10 +101,15 @@ func run(args []string, stdout, stderr io.Writer) error {
 }
 
 // loadFilters reads every document of every file and returns the EnvoyFilters after Istio's validation.
-// Documents of any other kind are refused: the helper is only ever given EnvoyFilters, so anything else is
-// a mistake worth naming. Creation times follow the document order, so istiod's tie-break (priority, then
-// creation time, then name) keeps the order the caller wrote.
 func loadFilters(paths []string, stderr io.Writer) ([]config.Config, error) {
+	return loadConfigs(paths, false, stderr)
+}
+
+// loadConfigs reads every document of every file and returns them after Istio's validation: EnvoyFilters
+// and, with gateways, Istio Gateways. Documents of any other kind are refused: the helper is only ever given
+// these, so anything else is a mistake worth naming. Creation times follow the document order, so istiod's
+// tie-break (priority, then creation time, then name) keeps the order the caller wrote.
+func loadConfigs(paths []string, gateways bool, stderr io.Writer) ([]config.Config, error) {
 	var out []config.Config
 	created := time.Unix(1_700_000_000, 0)
 	for _, path := range paths {
@@ -124,8 +131,16 @@ func loadFilters(paths []string, stderr io.Writer) ([]config.Config, error) {
 			where := fmt.Sprintf("%s: %s %s/%s", path, obj.Kind, obj.Namespace, obj.Name)
 			k := obj.GroupVersionKind()
 			schema, found := collections.Pilot.FindByGroupVersionAliasesKind(resource.FromKubernetesGVK(&k))
-			if !found || schema.GroupVersionKind().Kind != gvk.EnvoyFilter.Kind {
-				return nil, fmt.Errorf("%s: not an EnvoyFilter (apiVersion %q, kind %q)", where, obj.APIVersion, obj.Kind)
+			kind := ""
+			if found {
+				kind = schema.GroupVersionKind().Kind
+			}
+			if kind != gvk.EnvoyFilter.Kind && (!gateways || kind != gvk.Gateway.Kind) {
+				allowed := "an EnvoyFilter"
+				if gateways {
+					allowed = "an EnvoyFilter or an Istio Gateway"
+				}
+				return nil, fmt.Errorf("%s: not %s (apiVersion %q, kind %q)", where, allowed, obj.APIVersion, obj.Kind)
 			}
 			if obj.Name == "" {
 				return nil, fmt.Errorf("%s: metadata.name is empty", where)
@@ -141,7 +156,11 @@ func loadFilters(paths []string, stderr io.Writer) ([]config.Config, error) {
 			}
 			cfg.CreationTimestamp = created
 			created = created.Add(time.Second)
-			warning, err := efvalidation.ValidateEnvoyFilter(*cfg)
+			validate := efvalidation.ValidateEnvoyFilter
+			if kind == gvk.Gateway.Kind {
+				validate = validation.ValidateGateway
+			}
+			warning, err := validate(*cfg)
 			if warning != nil {
 				for _, line := range strings.Split(warning.Error(), "\n") {
 					if line = strings.TrimSpace(line); line != "" {
@@ -156,7 +175,7 @@ func loadFilters(paths []string, stderr io.Writer) ([]config.Config, error) {
 		}
 	}
 	if len(out) == 0 {
-		return nil, fmt.Errorf("no EnvoyFilter in %s", strings.Join(paths, ", "))
+		return nil, fmt.Errorf("no Istio object in %s", strings.Join(paths, ", "))
 	}
 	return out, nil
 }

@@ -284,6 +284,7 @@ def _connect_output(connect: Connect, entry: ConnectEntry) -> dict[str, pulumi.I
             selector=dict(gateway.selector),
             service=gateway.service,
             servicePort=gateway.service_port,
+            createGateway=gateway.create_gateway,
         )
     return {
         "via": connect.public.via,

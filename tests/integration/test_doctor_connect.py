@@ -172,6 +172,7 @@ def test_each_broken_layer_is_named(rig: Rig) -> None:
     assert problem["no-route"].detail.endswith("(HTTP/1.1): HTTP/1.1 404 Not Found")
     assert f"no route for {authority('no-route')}" in problem["no-route"].fix
     assert f"istio-system/ssh-no-route.{NAMESPACE}.connect" in problem["no-route"].fix
+    assert "createGateway: true" in problem["no-route"].fix  # the other reason istiod has nothing to patch
     assert problem["no-endpoints"].detail.endswith("(HTTP/1.1): HTTP/1.1 503 Service Unavailable")
     assert "no Service or endpoints" in problem["no-endpoints"].fix
     assert problem["http10"].detail.endswith("(HTTP/1.0): HTTP/1.1 426 Upgrade Required")

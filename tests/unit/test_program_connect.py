@@ -178,6 +178,7 @@ def test_outputs_say_the_routing_and_give_the_connect_ssh_config(mocks: Recordin
             "listenerPort": 8080,
             "service": "istio-ingressgateway",
             "servicePort": 80,
+            "createGateway": False,
         },
     }
 

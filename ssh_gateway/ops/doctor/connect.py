@@ -59,7 +59,9 @@ def _fix(endpoint: Endpoint, status: int) -> str:
             return (
                 f"no route for {authority}: the gateway has no virtual host for it. The instance's EnvoyFilter "
                 f"{endpoint.route or '(see the endpoints output)'} is missing or not applied (istiod; the gateway's "
-                "selector or listenerPort), or no Istio Gateway has an HTTP server on that port"
+                "selector or listenerPort), or no Istio Gateway has an HTTP server on that port (then istiod builds no "
+                "route configuration to add it to: bind the port in a Gateway, or set "
+                "ssh-gateway:connect.gateway.createGateway: true)"
             )
         case 503:
             return (

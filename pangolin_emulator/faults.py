@@ -14,6 +14,8 @@ A fault is drawn before the request is authenticated or handled. Kinds:
   answer is lost after the write: the client cannot tell from the wire whether it happened.
   It is opt-in (not in DEFAULT_FAULT_KINDS), because it breaks the "a faulted request never
   changes state" promise of the other kinds.
+- "slow": sleep `delay` seconds, then handle and answer the request as usual: a slow, healthy server
+  (for tests that need an operation to take a while without failing it). Opt-in too.
 
 The same seed, kinds and sequence of requests give the same faults.
 """
@@ -28,6 +30,7 @@ __all__ = [
     "AFTER_HANDLER_KINDS",
     "DEFAULT_FAULT_KINDS",
     "FAULT_KINDS",
+    "LATENCY_KINDS",
     "FaultConfig",
     "FaultInjector",
     "parse_kinds",
@@ -37,7 +40,9 @@ DEFAULT_FAULT_KINDS = ("500", "429", "timeout", "reset")
 """The kinds that never change state: the default set."""
 AFTER_HANDLER_KINDS = ("timeout-after-write",)
 """Kinds that run the handler first and then withhold its answer."""
-FAULT_KINDS = (*DEFAULT_FAULT_KINDS, *AFTER_HANDLER_KINDS)
+LATENCY_KINDS = ("slow",)
+"""Kinds that only delay a request, which is then handled and answered as usual."""
+FAULT_KINDS = (*DEFAULT_FAULT_KINDS, *AFTER_HANDLER_KINDS, *LATENCY_KINDS)
 
 
 def parse_kinds(text: str | list[str] | tuple[str, ...]) -> tuple[str, ...]:
@@ -55,7 +60,7 @@ class FaultConfig:
     seed: int = 0
     kinds: tuple[str, ...] = DEFAULT_FAULT_KINDS
     delay: float = 3.0
-    """Seconds a "timeout" or "timeout-after-write" fault holds the request."""
+    """Seconds a "timeout", "timeout-after-write" or "slow" fault holds the request."""
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.rate <= 1.0:

@@ -25,7 +25,7 @@ from pangolin_emulator.auth import authenticate, authorise
 from pangolin_emulator.bodies import parse_json_body
 from pangolin_emulator.context import Context, Query, Settings
 from pangolin_emulator.errors import INTERNAL, ApiError
-from pangolin_emulator.faults import AFTER_HANDLER_KINDS, FaultInjector
+from pangolin_emulator.faults import AFTER_HANDLER_KINDS, LATENCY_KINDS, FaultInjector
 from pangolin_emulator.routes import HEALTH_ROUTE, Router
 from pangolin_emulator.store import Store
 
@@ -226,7 +226,9 @@ class _Handler(BaseHTTPRequestHandler):
             fault = app.faults.draw() if route_key != HEALTH_ROUTE else None
             if fault is not None:
                 app.store.count_fault(route_key, fault)
-                if fault not in AFTER_HANDLER_KINDS:
+                if fault in LATENCY_KINDS:
+                    time.sleep(app.faults.config.delay)
+                elif fault not in AFTER_HANDLER_KINDS:
                     self._apply_fault(fault)
                     return
         answer = self._answer_v1(path, raw_query, raw)

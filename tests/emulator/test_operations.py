@@ -163,6 +163,18 @@ def test_timeout_after_write_applies_the_create_and_never_answers(start: Start) 
         )
 
 
+def test_slow_holds_a_request_then_handles_it_as_usual(start: Start) -> None:
+    emu = start()
+    emu.set_faults(1.0, seed=2, kinds=("slow",), delay=0.3)
+    with api(emu) as client:
+        response = client.put(f"/org/{emu.org_id}/resource", json={"name": "slow", "mode": "tcp", "proxyPort": 7})
+        assert response.status_code == 201, response.text
+        assert response.elapsed.total_seconds() >= 0.3
+    emu.set_faults(0.0)
+    assert [(r["name"], r["proxyPort"]) for r in emu.state()["resources"]] == [("slow", 7)]
+    assert emu.fault_counters_by_route_and_kind() == {"PUT /v1/org/{orgId}/resource": {"slow": 1}}
+
+
 def test_timeout_after_write_still_validates(start: Start) -> None:
     """The fault withholds whatever the handler answered; a rejected write changes nothing."""
     emu = start()

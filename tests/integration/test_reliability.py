@@ -134,7 +134,9 @@ def test_recover_refuses_while_the_up_is_really_running(
     emulator: EmulatorHandle, make_stack: StackFactory, tmp_path: Path
 ) -> None:
     stack = _stack_of_30(emulator, make_stack)
-    emulator.set_faults(0.3, seed=4, kinds=("timeout",), delay=0.3)  # a slow, healthy run
+    # A slow, healthy run: every third call waits 0.3 s and then succeeds (a failing fault could exhaust the
+    # client's retries and fail the up for reasons of its own).
+    emulator.set_faults(0.3, seed=4, kinds=("slow",), delay=0.3)
     up = start_up(stack, tmp_path / "up.log")
     wait_until(lambda: emulator.counters().get(PUT_RESOURCE, 0) >= 3, "3 creates", process=up, timeout=120)
 

@@ -179,6 +179,8 @@ def build(settings: Settings, *, org: OrgView, project: str, stack: str) -> dict
         i.name: by_port.get(i.name) or by_connect[i.name] for i in settings.instances
     }
     # After every create: no port of this stack bound twice by overlapping runs (providers/pangolin/port_check.py).
+    # It depends on the Pangolin resources themselves, not their components: the SDK expands a component into
+    # every child's URN, all recorded in the check's state. Connect-mode instances have none of their own.
     PortCheck(
         "port-check",
         PortCheckArgs(
@@ -187,7 +189,7 @@ def build(settings: Settings, *, org: OrgView, project: str, stack: str) -> dict
             owner_prefix=owner_prefix(project, stack),
             ports=allocation.ports,
         ),
-        pulumi.ResourceOptions(depends_on=list(instances.values())),
+        pulumi.ResourceOptions(depends_on=[i.pangolin for i in by_port.values()]),
     )
     return {
         "endpoints": {i.name: endpoints[i.name] for i in settings.instances},

@@ -111,12 +111,15 @@ class SshInstance(pulumi.ComponentResource):
     known_hosts: pulumi.Output[str]
     """A plain known_hosts line (every port) when a host key is pinned, else empty."""
     host_key_line: pulumi.Output[str]
-    """A plain known_hosts line for the key the instance serves, issued or pinned; empty when neither."""
+    """A plain known_hosts line for the key the instance serves, issued or pinned; empty when neither. Not a
+    registered output: the stack output `hostKeys` is its one copy in state."""
     identity_files: pulumi.Output[dict[str, str] | None]
     """The issued `privateKey`, `publicKey` and `certificate` when no Secret delivers them (a static target,
     rendered manifests), for the operator to install; else None. Secret. Not a registered output: the stack
     output `hostIdentities` is its one copy in state (each copy is rewritten at every checkpoint)."""
     pangolin_resource_id: pulumi.Output[int]
+    pangolin: PangolinTcpResource
+    """The instance's Pangolin resource: what the stack's port check runs after."""
 
     def __init__(self, name: str, args: SshInstanceArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         with declaration_site_only():
@@ -160,6 +163,7 @@ class SshInstance(pulumi.ComponentResource):
         self.host_key_line = issued[0] if issued else pinned
         self.identity_files = issued[1] if issued else pulumi.Output.from_input(None)
         self.pangolin_resource_id = pangolin_resource.resource_id
+        self.pangolin = pangolin_resource
         self.register_outputs(
             {
                 "host": self.host,
@@ -168,7 +172,6 @@ class SshInstance(pulumi.ComponentResource):
                 "ssh_command": self.ssh_command,
                 "ssh_config": self.ssh_config,
                 "known_hosts": self.known_hosts,
-                "host_key_line": self.host_key_line,
                 "pangolin_resource_id": self.pangolin_resource_id,
             }
         )

@@ -4,7 +4,7 @@
 instances with the host identity on (the benchmark's config), with no-op providers (noop.py): the port table
 and the host CA; per instance a component with its Pangolin resource and its host key (taking the CA's keys,
 the private one a secret input) as children, each recorded with one stack frame as the project's are, and
-the component's registered outputs; the port check after every component; the stack outputs of the same
+the component's registered outputs; the port check after every Pangolin resource; the stack outputs of the same
 keys and sizes (`hostIdentities` a secret). What only the project does - settings, the org's listing, real
 API calls, keys, certificates - is left out.
 """
@@ -103,6 +103,7 @@ class Instance(pulumi.ComponentResource):
             lambda p: {"privateKey": p[0], "publicKey": p[1], "certificate": p[2]}
         )
         self.resource_id = pangolin.resourceId
+        self.pangolin = pangolin
         self.register_outputs(
             {
                 "host": host,
@@ -111,7 +112,6 @@ class Instance(pulumi.ComponentResource):
                 "ssh_command": self.ssh,
                 "ssh_config": self.ssh_config,
                 "known_hosts": "",
-                "host_key_line": self.host_key_line,
                 "pangolin_resource_id": self.resource_id,
             }
         )
@@ -153,7 +153,7 @@ def graph() -> dict[str, object]:
         Noop(),
         "port-check",
         {"apiUrl": API_URL, "orgId": ORG_ID, "ownerPrefix": prefix, "ports": table.ports},
-        pulumi.ResourceOptions(depends_on=list(instances.values())),
+        pulumi.ResourceOptions(depends_on=[i.pangolin for i in instances.values()]),
     )
     files: pulumi.Output[dict[str, dict[str, str]]] = pulumi.Output.all(**{n: i.files for n, i in instances.items()})
     identities: pulumi.Output[dict[str, dict[str, str]]] = pulumi.Output.secret(files)

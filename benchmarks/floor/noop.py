@@ -74,7 +74,7 @@ class NoopHostCa(Echo):
 
 
 class NoopHostKey(Echo):
-    """Stands for `SshHostKeyProvider`: the inputs but the CA's key, a host key and its certificate."""
+    """Stands for `SshHostKeyProvider`: the inputs but the CA's keys, a host key and its certificate."""
 
     computed: ClassVar[dict[str, Any]] = {
         "certificate": CERTIFICATE,
@@ -88,7 +88,8 @@ class NoopHostKey(Echo):
     }
 
     def create(self, props: dict[str, Any]) -> CreateResult:
-        return CreateResult(FINGERPRINT, {k: v for k, v in {**props, **self.computed}.items() if k != "caPrivateKey"})
+        outputs = {**props, **self.computed}
+        return CreateResult(FINGERPRINT, {k: v for k, v in outputs.items() if k not in ("caPrivateKey", "caPublicKey")})
 
 
 class NoopTable(Echo):

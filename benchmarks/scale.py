@@ -5,9 +5,10 @@
 
 Ratios are taken within the run: the same operation on a floor made in this run, or the same operation at
 another N. The floors (benchmarks/floor) have no-op providers: `bare` is one dynamic resource per instance,
-`graph` is this project's resource graph (the allocation, and per instance a component with its child and
-its registered outputs). The ratio to `graph` is what this project's code costs; the ratio to `bare` what the
-structure costs besides. API calls come from the emulator's counters; engine steps and checkpoint writes per
+`graph` is this project's resource graph for the benchmark's config (the port table, the host CA and the port
+check; per instance a component with its Pangolin resource and host key, and its registered outputs; stack
+outputs of the same sizes). The ratio to `graph` is what this project's code costs; the ratio to `bare` what
+the structure costs besides. API calls come from the emulator's counters; engine steps and checkpoint writes per
 instance from two small untimed `up`s (the slope between them, so the stack's fixed resources drop out).
 """
 

@@ -32,6 +32,9 @@ HOST_IDENTITY_OFF: Final = {"ssh-gateway:hostIdentity": {"enabled": False}}
 """Config added to `program_config` to issue no host keys: what an instance costs without its `SshHostKey`."""
 
 
+HOST_TEMPLATE: Final = "ssh-{instance}.bench.test"
+
+
 def instance_names(count: int, first: int = 0) -> list[str]:
     """`i00000`, `i00001`, ...: unique over every shard of a run when each shard starts at its own `first`."""
     return [f"i{n:05d}" for n in range(first, first + count)]
@@ -42,21 +45,36 @@ def program_config(
 ) -> dict[str, Any]:
     """This project's config for static instances `names` on `emulator`; `ports` (first, last) defaults to
     twice as many ports as instances from `FIRST_PORT`."""
-    first, last = ports or (FIRST_PORT, FIRST_PORT + max(2 * len(names), 20) - 1)
+    first, last = ports or _default_ports(len(names))
     return {
         "ssh-gateway:pangolin": {"url": emulator.url, "orgId": emulator.org_id, "siteId": emulator.site_id},
         "ssh-gateway:ports": {"range": f"{first}-{last}"},
-        "ssh-gateway:gateway": {"hostTemplate": "ssh-{instance}.bench.test"},
+        "ssh-gateway:gateway": {"hostTemplate": HOST_TEMPLATE},
         "ssh-gateway:firewall": {"enabled": False},
-        "ssh-gateway:instances": [
-            {"name": name, "target": "static", "staticHost": "127.0.0.1", "staticPort": 2222} for name in names
-        ],
+        "ssh-gateway:instances": _static_instances(names),
     }
 
 
+def _default_ports(count: int) -> tuple[int, int]:
+    return FIRST_PORT, FIRST_PORT + max(2 * count, 20) - 1
+
+
+def _static_instances(names: list[str]) -> list[dict[str, Any]]:
+    return [{"name": name, "target": "static", "staticHost": "127.0.0.1", "staticPort": 2222} for name in names]
+
+
 def floor_config(count: int, shape: str) -> dict[str, Any]:
-    """A floor's config: `shape` is `bare` or `graph` (benchmarks/floor/__main__.py)."""
-    return {"ssh-gateway-floor:count": count, "ssh-gateway-floor:shape": shape}
+    """A floor's config: `shape` is `bare` or `graph` (benchmarks/floor/__main__.py). The graph gets the
+    instances, range and host template `program_config` gives the project (its state records the config too)."""
+    config: dict[str, Any] = {"ssh-gateway-floor:count": count, "ssh-gateway-floor:shape": shape}
+    if shape == "graph":
+        first, last = _default_ports(count)
+        config |= {
+            "ssh-gateway-floor:instances": _static_instances(instance_names(count)),
+            "ssh-gateway-floor:ports": f"{first}-{last}",
+            "ssh-gateway-floor:hostTemplate": HOST_TEMPLATE,
+        }
+    return config
 
 
 class _FlaggedCommand(auto.PulumiCommand):

@@ -2,7 +2,8 @@
 
     .venv/bin/python -m benchmarks.state_parts            # N = 10 and 20 static instances, each config
 
-Two stacks per config (N and 2N, untimed) against one emulator; every figure is the slope between them, so
+Two stacks per config (N and 2N, untimed) against one emulator, and two of the same-graph floor
+(benchmarks/floor, no-op providers) beside them; every figure is the slope between them, so
 the stack's fixed resources (the CA, the port check) drop out and what the port table and the stack outputs
 add per instance stays in. Bytes are those of the checkpoint as the file backend stores it; a part is a
 resource type's inputs, outputs, dependencies and the rest of its record, or one stack output.
@@ -15,14 +16,14 @@ import json
 import sys
 import tempfile
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, Final
 
 from pangolin_emulator.harness import running_emulator
 from ssh_gateway.ops.automation import state_file
 
-from .stacks import HOST_IDENTITY_OFF, instance_names, open_program, program_config
+from .stacks import HOST_IDENTITY_OFF, Bench, instance_names, open_floor, open_program, program_config
 
 CONFIGS: Final[dict[str, dict[str, Any]]] = {
     "host identity on": {},
@@ -68,21 +69,27 @@ def parts(checkpoint: Mapping[str, Any]) -> Counter[str]:
     return sizes
 
 
-def measure(name: str, extra: Mapping[str, Any], small: int) -> dict[str, float]:
+def measure(name: str, open_stack: Callable[[int], Bench], small: int) -> dict[str, float]:
     """Bytes per instance by part, the slope between `small` and `2 * small` instances."""
     found: list[Counter[str]] = []
-    with tempfile.TemporaryDirectory() as tmp, running_emulator(Path(tmp)) as emu:
-        for count in (small, 2 * small):
-            print(f"... {name}: up of {count}", file=sys.stderr, flush=True)
-            config = {**program_config(emu, instance_names(count)), **extra}
-            bench = open_program(f"parts-{count}", emu, config)
-            try:
-                bench.stack.up()
-                found.append(parts(json.loads(state_file(bench.stack).read_text())))
-            finally:
-                bench.discard()
+    for count in (small, 2 * small):
+        print(f"... {name}: up of {count}", file=sys.stderr, flush=True)
+        bench = open_stack(count)
+        try:
+            bench.stack.up()
+            found.append(parts(json.loads(state_file(bench.stack).read_text())))
+        finally:
+            bench.discard()
     low, high = found
     return {part: (high[part] - low[part]) / small for part in sorted(high.keys() | low.keys())}
+
+
+def measure_program(name: str, extra: Mapping[str, Any], small: int) -> dict[str, float]:
+    """`measure` of this project with `extra` config, against an emulator of its own."""
+    with tempfile.TemporaryDirectory() as tmp, running_emulator(Path(tmp)) as emu:
+        return measure(
+            name, lambda n: open_program(f"parts-{n}", emu, {**program_config(emu, instance_names(n)), **extra}), small
+        )
 
 
 def report(results: Mapping[str, Mapping[str, float]]) -> str:
@@ -102,7 +109,8 @@ def main() -> None:
     parser.add_argument("--count", type=int, default=10, help="the smaller stack's instances (the other has twice)")
     parser.add_argument("--json", type=Path, help="also write the figures to this file")
     args = parser.parse_args()
-    results = {name: measure(name, extra, args.count) for name, extra in CONFIGS.items()}
+    results = {name: measure_program(name, extra, args.count) for name, extra in CONFIGS.items()}
+    results["graph floor"] = measure("graph floor", lambda n: open_floor(f"parts-graph-{n}", n, "graph"), args.count)
     print(report(results))
     if args.json:
         args.json.write_text(json.dumps(results, indent=2))

@@ -58,11 +58,14 @@ class ConnectEntry(pulumi.ComponentResource):
     """The public CONNECT port."""
     pangolin_resource_id: pulumi.Output[int | None]
     """The Pangolin resource of the port (None when the gateway is reached directly)."""
+    pangolin: PangolinTcpResource | None
+    """That resource itself, for what must run after its create (the port check)."""
 
     def __init__(self, name: str, args: ConnectEntryArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(CONNECT_ENTRY_TYPE, name, None, opts)
         self._create_gateway_objects(name, args)
         resource_id: pulumi.Input[int | None] = None
+        self.pangolin = None
         entry = args.entry
         if isinstance(entry, PangolinEntry):
             pangolin_resource = pangolin_tcp(
@@ -74,6 +77,7 @@ class ConnectEntry(pulumi.ComponentResource):
                 opts=pulumi.ResourceOptions(parent=self),
             )
             resource_id = pangolin_resource.resource_id
+            self.pangolin = pangolin_resource
             if args.firewall is not None:
                 self._create_firewall_rule(name, entry, args.firewall, pangolin_resource)
         self.host = pulumi.Output.from_input(entry.host)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import Iterable
 from functools import partial
 from typing import Final
 
@@ -191,7 +190,8 @@ def build(settings: Settings, *, org: OrgView, project: str, stack: str) -> dict
         i.name: by_port.get(i.name) or by_connect[i.name] for i in settings.instances
     }
     # After every create: no port of this stack bound twice by overlapping runs (providers/pangolin/port_check.py),
-    # the CONNECT entry's included.
+    # the CONNECT entry's included. It depends on the Pangolin resources themselves, not their components: the SDK
+    # expands a component into every child's URN, all recorded in the check's state.
     connect_port = _checked_connect_port(settings)
     allocated: pulumi.Input[dict[str, int]] = allocation.ports if allocation is not None else {}
     PortCheck(
@@ -202,18 +202,23 @@ def build(settings: Settings, *, org: OrgView, project: str, stack: str) -> dict
             owner_prefix=owner_prefix(project, stack),
             ports=pulumi.Output.from_input(allocated).apply(lambda ports: {**ports, **connect_port}),
         ),
-        pulumi.ResourceOptions(depends_on=[*instances.values(), *entries]),
+        pulumi.ResourceOptions(
+            depends_on=[
+                *(i.pangolin for i in by_port.values()),
+                *(e.pangolin for e in entries if e.pangolin is not None),
+            ]
+        ),
     )
     return {
         "endpoints": {i.name: endpoints[i.name] for i in settings.instances},
         "pangolin": {"url": settings.pangolin.url, "orgId": settings.pangolin.org_id},
         "sshConfig": pulumi.Output.all(*[i.ssh_config for i in instances.values()]).apply("\n".join),
-        "knownHosts": _known_hosts(settings, authorities, instances.values(), stack=stack),
-        "hostKeys": pulumi.Output.all(**{n: i.host_key_line for n, i in instances.items()}).apply(
-            lambda lines: {name: line for name, line in lines.items() if line}
-        ),
+        "knownHosts": _known_hosts(settings, authorities, instances, stack=stack),
+        # A dict of Outputs, not one `Output.all`: that would wrap every line in two more Outputs, and each
+        # pending Output costs the SDK's wait loop a callback per resource that completes (quadratic in N).
+        "hostKeys": {i.name: instances[i.name].host_key_line for i in settings.instances if _has_host_key(settings, i)},
         "hostCa": _host_ca(settings, authorities),
-        "hostIdentities": _host_identities(instances),
+        "hostIdentities": _host_identities(settings, instances),
         "allocations": allocated,
         "releasedPorts": allocation.released if allocation is not None else [],
         "portRange": str(port_range) if port_range is not None else None,
@@ -409,15 +414,24 @@ def _instance_args(
     )
 
 
+def _has_host_key(settings: Settings, inst: Instance) -> bool:
+    """Whether the instance serves a key that the stack vouches for: pinned, or issued."""
+    return inst.host_key is not None or settings.issues_host_key(inst)
+
+
 def _host_identities(
-    instances: dict[str, SshInstance | ConnectSshInstance],
+    settings: Settings, instances: dict[str, SshInstance | ConnectSshInstance]
 ) -> pulumi.Output[dict[str, dict[str, str]]]:
     """The issued identities no Secret delivers (static targets, rendered manifests), for the operator to
     install: instance -> privateKey, publicKey, certificate. A secret output as a whole."""
-    issued: pulumi.Output[dict[str, dict[str, str]]] = pulumi.Output.all(
-        **{n: i.identity_files for n, i in instances.items()}
-    ).apply(lambda files: {name: f for name, f in files.items() if f is not None})
-    return pulumi.Output.secret(issued)
+    issued = [i.name for i in settings.instances if settings.issues_host_key(i) and not settings.delivers_secret(i)]
+    # `Output.all()` of nothing is a list, not a dict.
+    files: pulumi.Output[dict[str, dict[str, str]]] = (
+        pulumi.Output.all(**{name: instances[name].identity_files for name in issued})
+        if issued
+        else pulumi.Output.from_input({})
+    )
+    return pulumi.Output.secret(files)
 
 
 def _ca_line(patterns: tuple[str, ...], comment: str, ca_public_key: str) -> str:
@@ -470,7 +484,7 @@ def _host_ca(settings: Settings, authorities: dict[int, SshHostCa]) -> list[dict
 def _known_hosts(
     settings: Settings,
     authorities: dict[int, SshHostCa],
-    instances: Iterable[SshInstance | ConnectSshInstance],
+    instances: dict[str, SshInstance | ConnectSshInstance],
     *,
     stack: str,
 ) -> pulumi.Output[str]:
@@ -479,6 +493,5 @@ def _known_hosts(
     connected = any(isinstance(i, ConnectModeInstance) for i in settings.instances)
     patterns = ca_patterns(settings.gateway.host_template, aliases=connected)
     ca_lines = [ca.public_key.apply(partial(_ca_line, patterns, ca_comment(stack, g))) for g, ca in authorities.items()]
-    return pulumi.Output.all(*ca_lines, *[i.known_hosts for i in instances]).apply(
-        lambda lines: "\n".join(line for line in lines if line)
-    )
+    pinned = [instances[i.name].known_hosts for i in settings.instances if i.host_key is not None]
+    return pulumi.Output.all(*ca_lines, *pinned).apply(lambda lines: "\n".join(line for line in lines if line))

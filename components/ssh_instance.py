@@ -8,20 +8,11 @@ exactly that port, and - unless a host key is pinned - the instance's host key w
 
 from __future__ import annotations
 
-import os
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
-from types import FrameType
-from typing import Any, Final
+from typing import Any
 
 import pulumi
 import pulumi_kubernetes as k8s
-from pulumi.runtime import resource as sdk_resource
-from pulumi.runtime import settings as sdk_settings
-from pulumi.runtime.proto import source_pb2
 
 from providers.pangolin import PangolinTcpResource
 from ssh_gateway.core.host_identity import ssh_config_identity_lines
@@ -35,6 +26,7 @@ from ssh_gateway.core.names import (
 from ssh_gateway.core.targets import ClusterIpTarget, NodePortTarget, StaticTarget, Target
 from ssh_gateway.core.trust import plain_line
 
+from .declaration_site import declaration_site_only
 from .firewall_rule import FirewallRuleArgs, nsg_rule
 from .host_identity import HostIdentityArgs, issue_host_identity
 from .kubernetes_objects import ssh_service
@@ -83,15 +75,18 @@ class SshInstance(pulumi.ComponentResource):
     known_hosts: pulumi.Output[str]
     """A plain known_hosts line (every port) when a host key is pinned, else empty."""
     host_key_line: pulumi.Output[str]
-    """A plain known_hosts line for the key the instance serves, issued or pinned; empty when neither."""
+    """A plain known_hosts line for the key the instance serves, issued or pinned; empty when neither. Not a
+    registered output: the stack output `hostKeys` is its one copy in state."""
     identity_files: pulumi.Output[dict[str, str] | None]
     """The issued `privateKey`, `publicKey` and `certificate` when no Secret delivers them (a static target,
     rendered manifests), for the operator to install; else None. Secret. Not a registered output: the stack
     output `hostIdentities` is its one copy in state (each copy is rewritten at every checkpoint)."""
     pangolin_resource_id: pulumi.Output[int]
+    pangolin: PangolinTcpResource
+    """The instance's Pangolin resource: what the stack's port check runs after."""
 
     def __init__(self, name: str, args: SshInstanceArgs, opts: pulumi.ResourceOptions | None = None) -> None:
-        with _declaration_site_only():
+        with declaration_site_only():
             # The alias lets an instance switch from routing connect to port: its Service keeps its URN (and is
             # updated, not created beside the old one under the same Kubernetes name).
             alias = pulumi.ResourceOptions(aliases=[pulumi.Alias(type_=CONNECT_INSTANCE_TYPE)])
@@ -126,6 +121,7 @@ class SshInstance(pulumi.ComponentResource):
         self.host_key_line = issued[0] if issued else pinned
         self.identity_files = issued[1] if issued else pulumi.Output.from_input(None)
         self.pangolin_resource_id = pangolin_resource.resource_id
+        self.pangolin = pangolin_resource
         self.register_outputs(
             {
                 "host": self.host,
@@ -134,7 +130,6 @@ class SshInstance(pulumi.ComponentResource):
                 "ssh_command": self.ssh_command,
                 "ssh_config": self.ssh_config,
                 "known_hosts": self.known_hosts,
-                "host_key_line": self.host_key_line,
                 "pangolin_resource_id": self.pangolin_resource_id,
             }
         )
@@ -177,48 +172,6 @@ class SshInstance(pulumi.ComponentResource):
             port=pulumi.Output.from_input(args.public_port).apply(str),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[pangolin_resource]),
         )
-
-
-@contextmanager
-def _declaration_site_only() -> Iterator[None]:
-    """While an instance registers its resources, each one's recorded stack is the line that declared it.
-
-    Since v3.195 the SDK stores a resource's whole Python call stack in state (`stackTrace`, pulumi/pulumi#20430):
-    the interpreter's, asyncio's, the SDK's and the language host's frames, about 1 KB per resource, which the
-    file backend re-serialises, hashes and rewrites at every checkpoint. Nothing turns it off. Here the stack
-    is the one frame a reader of the state wants: the first frame of this program (not of its .venv) that is
-    not a constructor, e.g. the line of `SshInstance` that declared a child, or the line of the program that
-    declared the instance. `sourcePosition` is that frame too, rather than a line inside a resource class
-    (what pulumi/pulumi#18478 asks for). Without a project root (unit tests' mocks) or with an SDK that no
-    longer has the hook, nothing changes.
-    """
-    capture = getattr(sdk_resource, "_get_stack_trace", None)
-    root = sdk_settings.get_root_directory()
-    if capture is None or not root:
-        yield
-        return
-    project, venv = f"{Path(root)}{os.sep}", f"{Path(sys.prefix)}{os.sep}"
-
-    def declaration_site() -> Any:
-        frame: FrameType | None = sys._getframe(1)
-        while frame is not None:
-            code = frame.f_code
-            path = code.co_filename
-            if path.startswith(project) and not path.startswith(venv) and code.co_name not in _CONSTRUCTORS:
-                position = source_pb2.SourcePosition(uri=Path(path).as_uri(), line=frame.f_lineno)
-                return source_pb2.StackTrace(frames=[source_pb2.StackFrame(pc=position)])
-            frame = frame.f_back
-        return source_pb2.StackTrace()
-
-    sdk_resource._get_stack_trace = declaration_site
-    try:
-        yield
-    finally:
-        sdk_resource._get_stack_trace = capture
-
-
-# The frames of a resource's own construction, skipped on the way to the line that declared it.
-_CONSTRUCTORS: Final = frozenset({"__init__", "_internal_init"})
 
 
 def _assigned_node_port(spec: Any) -> int:

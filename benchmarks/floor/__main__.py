@@ -1,45 +1,191 @@
 """The benchmark's floors: the engine's own cost for N instances, with providers that do nothing.
 
-`shape: bare` is N no-op dynamic resources. `shape: graph` is this project's resource graph with no-op
-providers: one port table (the allocation) and, per instance, a component with one child that takes its
-port from the table, and the component's registered outputs; the stack exports each instance's port.
+`shape: bare` is N no-op dynamic resources. `shape: graph` is this project's resource graph for static
+instances with the host identity on (the benchmark's config), with no-op providers (noop.py): the port table
+and the host CA; per instance a component with its Pangolin resource and its host key (taking the CA's keys,
+the private one a secret input) as children, each recorded with one stack frame as the project's are, and
+the component's registered outputs; the port check after every Pangolin resource; the stack outputs of the same
+keys and sizes (`hostIdentities` a secret). What only the project does - settings, the org's listing, real
+API calls, keys, certificates - is left out.
 """
 
 import pulumi
 
 # A module beside this program (the floor's own project dir, not a package): mypy checks it as benchmarks.floor.noop.
-from noop import Noop, NoopAllocation, NoopResource, NoopTable  # type: ignore[import-not-found]
+from noop import (  # type: ignore[import-not-found]
+    Noop,
+    NoopAllocation,
+    NoopHostCa,
+    NoopHostCaResource,
+    NoopHostKey,
+    NoopHostKeyResource,
+    NoopPangolin,
+    NoopPangolinResource,
+    NoopPortCheck,
+    NoopResource,
+    NoopTable,
+)
 
+from components.declaration_site import declaration_site_only
 from providers.pickling import unwrap_batch_setitems
+from ssh_gateway.core.names import (
+    COMPONENT_TYPE,
+    Role,
+    child_name,
+    host_ca_name,
+    owner_prefix,
+    public_host,
+    ssh_alias,
+)
 
 config = pulumi.Config()
 count = config.require_int("count")
 shape = config.require("shape")
-names = [f"i{n:05d}" for n in range(count)]
+
+# The emulator's address and ids as the project's stacks get them, to make the inputs as long.
+API_URL = "http://127.0.0.1:40000/v1"
+ORG_ID = "org-bench"
+SECRET = pulumi.ResourceOptions(additional_secret_outputs=["privateKey"])
 
 
 def bare() -> dict[str, object]:
-    for index, name in enumerate(names):
+    for index, name in enumerate(f"i{n:05d}" for n in range(count)):
         # As the project's resources do: without it the N-th pickle nests N wrappers (providers/pickling.py).
         unwrap_batch_setitems()
         NoopResource(Noop(), name, {"index": index, "port": None})
     return {}
 
 
-def graph() -> dict[str, object]:
-    unwrap_batch_setitems()
-    table = NoopAllocation(NoopTable(), "ports", {"instances": names, "start": 40000, "ports": None})
-    ports = {}
-    for index, name in enumerate(names):
-        component = pulumi.ComponentResource("bench:index:Instance", name)
-        port = table.ports.apply(lambda table_ports, name=name: int(table_ports[name]))
-        unwrap_batch_setitems()
-        child = NoopResource(
-            Noop(), f"{name}-pangolin", {"index": index, "port": port}, pulumi.ResourceOptions(parent=component)
+class Instance(pulumi.ComponentResource):
+    """One instance as `SshInstance` registers it for a static target."""
+
+    def __init__(self, name: str, table: NoopAllocation, ca: NoopHostCaResource, template: str) -> None:
+        with declaration_site_only():
+            super().__init__(COMPONENT_TYPE, name)
+            child = pulumi.ResourceOptions(parent=self)
+            prefix = owner_prefix(pulumi.get_project(), pulumi.get_stack())
+            port = table.ports.apply(lambda ports: int(ports[name]))
+            unwrap_batch_setitems()
+            pangolin = NoopPangolinResource(
+                NoopPangolin(),
+                child_name(name, Role.PANGOLIN),
+                {
+                    **{"apiUrl": API_URL, "orgId": ORG_ID, "siteId": 1, "name": f"{prefix}{name}"},
+                    **{"protocol": "tcp", "proxyPort": port, "enabled": True, "targetIp": "127.0.0.1"},
+                    **{"targetPort": 2222, "adoptResourceId": None},
+                    **dict.fromkeys(("resourceId", "targetId", "niceId")),
+                },
+                child,
+            )
+            host = public_host(template, name)
+            unwrap_batch_setitems()
+            key = NoopHostKeyResource(
+                NoopHostKey(),
+                child_name(name, Role.HOST_KEY),
+                {
+                    **{"principals": sorted([host, ssh_alias(name)]), "validDays": 365, "keyId": f"{prefix}{name}"},
+                    "caPublicKey": ca.publicKey,
+                    # As long as the real input, the CA key's 44-character seed.
+                    "caPrivateKey": pulumi.Output.secret(ca.privateKey.apply(lambda key: key[:44])),
+                    "generation": 1,
+                    **dict.fromkeys(("certificate", "serial", "validAfter", "validBefore", "caFingerprint")),
+                    **dict.fromkeys(("publicKey", "privateKey", "fingerprint")),
+                },
+                pulumi.ResourceOptions.merge(child, SECRET),
+            )
+        user = "root"
+        self.port = port
+        self.host = host
+        self.ssh = port.apply(lambda p: f"ssh -p {p} {user}@{host}")
+        self.ssh_config = port.apply(lambda p: _host_block(name, host, p, user))
+        self.host_key_line = key.publicKey.apply(lambda public: f"{host},[{host}]:* {public}")
+        self.files = pulumi.Output.all(key.privateKey, key.publicKey, key.certificate).apply(
+            lambda p: {"privateKey": p[0], "publicKey": p[1], "certificate": p[2]}
         )
-        component.register_outputs({"port": child.port})
-        ports[name] = child.port
-    return {"ports": ports}
+        self.resource_id = pangolin.resourceId
+        self.pangolin = pangolin
+        self.register_outputs(
+            {
+                "host": host,
+                "port": port,
+                "user": user,
+                "ssh_command": self.ssh,
+                "ssh_config": self.ssh_config,
+                "known_hosts": "",
+                "pangolin_resource_id": self.resource_id,
+            }
+        )
+
+
+def _host_block(name: str, host: str, port: int, user: str) -> str:
+    stack = pulumi.get_stack()
+    return (
+        f"Host {ssh_alias(name)}\n    HostName {host}\n    Port {port}\n    User {user}\n"
+        f"    UserKnownHostsFile ~/.ssh/known_hosts.d/ssh-gateway-{stack}\n    StrictHostKeyChecking yes\n"
+    )
+
+
+def graph() -> dict[str, object]:
+    # The project's config, read as the project reads it: the default provider records it in state too.
+    names = [str(i["name"]) for i in config.require_object("instances")]
+    first, last = (int(p) for p in config.require("ports").split("-"))
+    template = config.require("hostTemplate")
+    prefix = owner_prefix(pulumi.get_project(), pulumi.get_stack())
+    unwrap_batch_setitems()
+    table = NoopAllocation(
+        NoopTable(),
+        "ports",
+        {
+            **{"instances": sorted(names), "start": first, "end": last, "pins": {}, "reserved": []},
+            **{"ownerPrefix": prefix, "ports": None, "released": None},
+        },
+    )
+    unwrap_batch_setitems()
+    ca = NoopHostCaResource(
+        NoopHostCa(),
+        host_ca_name(1),
+        {"generation": 1, **dict.fromkeys(("publicKey", "privateKey", "fingerprint"))},
+        SECRET,
+    )
+    instances = {name: Instance(name, table, ca, template) for name in names}
+    unwrap_batch_setitems()
+    NoopPortCheck(
+        Noop(),
+        "port-check",
+        {"apiUrl": API_URL, "orgId": ORG_ID, "ownerPrefix": prefix, "ports": table.ports},
+        pulumi.ResourceOptions(depends_on=[i.pangolin for i in instances.values()]),
+    )
+    files: pulumi.Output[dict[str, dict[str, str]]] = pulumi.Output.all(**{n: i.files for n, i in instances.items()})
+    identities: pulumi.Output[dict[str, dict[str, str]]] = pulumi.Output.secret(files)
+    patterns = f"{public_host(template, '*')},[{public_host(template, '*')}]:*"
+    return {
+        "endpoints": {
+            n: {
+                "routing": "port",
+                "host": i.host,
+                "port": i.port,
+                "user": "root",
+                "ssh": i.ssh,
+                "pangolinResourceId": i.resource_id,
+            }
+            for n, i in instances.items()
+        },
+        "pangolin": {"url": API_URL, "orgId": ORG_ID},
+        "sshConfig": pulumi.Output.all(*[i.ssh_config for i in instances.values()]).apply("\n".join),
+        "knownHosts": ca.publicKey.apply(
+            lambda public: f"@cert-authority {patterns} {public} ssh-gateway host CA g1 (stack {pulumi.get_stack()})"
+        ),
+        "hostKeys": {n: i.host_key_line for n, i in instances.items()},
+        "hostCa": [{"generation": 1, "publicKey": ca.publicKey, "fingerprint": ca.fingerprint, "signing": True}],
+        "hostIdentities": identities,
+        "allocations": table.ports,
+        "releasedPorts": table.released,
+        "portRange": f"{first}-{last}",
+        "gateway": {
+            "gerbilPublishedPorts": f"{first}-{last}:{first}-{last}/tcp",
+            "traefikEntryPoints": {f"tcp-{p}": {"address": f":{p}/tcp"} for p in range(first, last + 1)},
+        },
+    }
 
 
 if shape not in ("bare", "graph"):

@@ -3,55 +3,140 @@
 In their own module, so they are pickled by reference as the project's providers are; a class defined in
 `__main__` is pickled by value together with the program's globals (every resource made so far), which would
 make the floor slower the bigger N is.
+
+Each `graph` provider stands for one of the project's and returns outputs of the same keys and about the same
+sizes as it, made without any work: the inputs again (the dynamic-provider contract), plus fixed strings as
+long as the real keys, certificate and ids.
 """
 
-from typing import Any
+from typing import Any, ClassVar
 
 from pulumi.dynamic import CheckResult, CreateResult, DiffResult, Resource, ResourceProvider, UpdateResult
 
+from ssh_gateway.core.names import (
+    ALLOCATION_KIND,
+    ALLOCATION_MODULE,
+    HOST_CA_KIND,
+    HOST_IDENTITY_MODULE,
+    HOST_KEY_KIND,
+    PANGOLIN_KIND,
+    PANGOLIN_MODULE,
+)
 
-class Noop(ResourceProvider):
-    """Creates nothing: the outputs are the inputs."""
+# As long as the real ones: an OpenSSH Ed25519 private key file, `ssh-ed25519 AAAA...`, `SHA256:...`, a host
+# certificate (providers/host_identity).
+PRIVATE_KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\n" + ("b" * 70 + "\n") * 5 + "-----END OPENSSH PRIVATE KEY-----\n"
+PUBLIC_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAA" + "I" * 44
+FINGERPRINT = "SHA256:" + "f" * 43
+CERTIFICATE = "ssh-ed25519-cert-v01@openssh.com AAAAIHNzaC1lZDI1NTE5LWNlcnQtdjAxQG9wZW5zc2guY29t" + "c" * 340
+
+
+class Echo(ResourceProvider):
+    """Creates nothing: the outputs are the inputs and the class's `computed` outputs."""
 
     serialize_as_secret_always = False
-
-    def create(self, props: dict[str, Any]) -> CreateResult:
-        return CreateResult(f"noop-{props['index']}", props)
+    computed: ClassVar[dict[str, Any]] = {}
+    resource_id: ClassVar[str] = "noop"
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        return DiffResult(changes=any(olds.get(key) != news.get(key) for key in ("index", "port")))
+        # Per property, as the project's providers compare theirs.
+        changed = [key for key in news if key != "__provider" and olds.get(key) != news.get(key)]
+        return DiffResult(changes=bool(changed))
 
-    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        return UpdateResult(news)
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        return CreateResult(self.resource_id, {**props, **self.computed})
+
+    def update(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+        return UpdateResult({**news, **{key: olds[key] for key in self.computed}})
 
 
-class NoopTable(ResourceProvider):
+class Noop(Echo):
+    """The bare floor's resource, and the stand-in for the port check (nothing computed)."""
+
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        return CreateResult(f"noop-{props.get('index', 0)}", props)
+
+
+class NoopPangolin(Echo):
+    """Stands for `PangolinTcpProvider`: the inputs and Pangolin's ids."""
+
+    computed: ClassVar[dict[str, Any]] = {"resourceId": 1234, "targetId": 1234, "niceId": "spotted-hyena"}
+
+
+class NoopHostCa(Echo):
+    """Stands for `SshHostCaProvider`: a CA's keys."""
+
+    computed: ClassVar[dict[str, Any]] = {
+        "publicKey": PUBLIC_KEY,
+        "privateKey": PRIVATE_KEY,
+        "fingerprint": FINGERPRINT,
+    }
+
+
+class NoopHostKey(Echo):
+    """Stands for `SshHostKeyProvider`: the inputs but the CA's keys, a host key and its certificate."""
+
+    computed: ClassVar[dict[str, Any]] = {
+        "certificate": CERTIFICATE,
+        "serial": 4_503_599_627_370_495,
+        "validAfter": 1_764_000_000,
+        "validBefore": 1_795_536_000,
+        "caFingerprint": FINGERPRINT,
+        "publicKey": PUBLIC_KEY,
+        "privateKey": PRIVATE_KEY,
+        "fingerprint": FINGERPRINT,
+    }
+
+    def create(self, props: dict[str, Any]) -> CreateResult:
+        outputs = {**props, **self.computed}
+        return CreateResult(FINGERPRINT, {k: v for k, v in outputs.items() if k not in ("caPrivateKey", "caPublicKey")})
+
+
+class NoopTable(Echo):
     """The floor's allocation: one resource whose `check` hands instance i port start + i, so the ports are
     known at preview as the real allocation's are."""
 
-    serialize_as_secret_always = False
-
     def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
         start = int(news["start"])
-        return CheckResult({**news, "ports": {name: start + i for i, name in enumerate(news["instances"])}}, [])
-
-    def create(self, props: dict[str, Any]) -> CreateResult:
-        return CreateResult("table", props)
-
-    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        return DiffResult(changes=olds.get("ports") != news.get("ports"))
-
-    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        return UpdateResult(news)
+        ports = {name: start + i for i, name in enumerate(news["instances"])}
+        return CheckResult({**news, "ports": ports, "released": []}, [])
 
 
 class NoopResource(Resource, module="bench", name="Noop"):
-    """One no-op resource."""
+    """The bare floor's resource."""
 
     port: Any
 
 
-class NoopAllocation(Resource, module="bench", name="Table"):
-    """The floor's port table."""
+class NoopAllocation(Resource, module=ALLOCATION_MODULE, name=ALLOCATION_KIND):
+    """The port table (the type tokens are the project's, so URNs are as long)."""
 
     ports: Any
+    released: Any
+
+
+class NoopPangolinResource(Resource, module=PANGOLIN_MODULE, name=PANGOLIN_KIND):
+    """An instance's Pangolin resource."""
+
+    proxyPort: Any
+    resourceId: Any
+
+
+class NoopHostCaResource(Resource, module=HOST_IDENTITY_MODULE, name=HOST_CA_KIND):
+    """The stack's host CA."""
+
+    publicKey: Any
+    privateKey: Any
+    fingerprint: Any
+
+
+class NoopHostKeyResource(Resource, module=HOST_IDENTITY_MODULE, name=HOST_KEY_KIND):
+    """An instance's host key and certificate."""
+
+    publicKey: Any
+    privateKey: Any
+    certificate: Any
+
+
+class NoopPortCheck(Resource, module=PANGOLIN_MODULE, name="PortCheck"):
+    """The once-per-run port check."""

@@ -59,10 +59,11 @@ _ModelT = TypeVar("_ModelT", bound=BaseModel)
 
 
 @functools.cache
-def _tls_context() -> ssl.SSLContext:
+def _tls_context(*, trusted: bool) -> ssl.SSLContext:
     """One verifying TLS context per process: loading the CA bundle costs ~20 ms, and the provider builds
-    a client inside every call (clients cannot be pickled with the provider)."""
-    return httpx.create_ssl_context()
+    a client inside every call (clients cannot be pickled with the provider). Untrusted: no roots, for an
+    `http://` API, whose clients never do TLS; it still verifies, so a TLS connection would fail."""
+    return httpx.create_ssl_context() if trusted else ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
 
 
 class PangolinClient:
@@ -102,7 +103,7 @@ class PangolinClient:
             headers={"Authorization": f"Bearer {api_key}", "Accept": "application/json"},
             timeout=policy.timeout,
             transport=transport,
-            verify=_tls_context(),
+            verify=_tls_context(trusted=self._base_url.lower().startswith("https:")),
         )
 
     def __enter__(self) -> PangolinClient:

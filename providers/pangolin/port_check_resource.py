@@ -34,8 +34,8 @@ class PortCheckArgs:
 
 class PortCheck(pulumi.dynamic.Resource, module=PANGOLIN_MODULE, name=PORT_CHECK_KIND):
     """Type token `pulumi-python:dynamic/pangolin:PortCheck`; see `providers.pangolin.port_check`. It must depend on
-    every Pangolin resource of the stack (`depends_on` the instances and the CONNECT entry), so that it runs after
-    their creates."""
+    every Pangolin resource of the stack (`depends_on` them: the instances' and the CONNECT entry's), so that it runs
+    after their creates."""
 
     def __init__(self, name: str, args: PortCheckArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         props: dict[str, Any] = {

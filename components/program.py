@@ -23,7 +23,7 @@ from providers.pangolin.port_check_resource import PortCheck, PortCheckArgs
 from providers.port_allocation.resource import PortAllocation, PortAllocationArgs
 from ssh_gateway.core.connect import PangolinEntry, StandaloneEnvoy, envoy_bootstrap_yaml
 from ssh_gateway.core.credentials import find_api_key
-from ssh_gateway.core.firewall import connect_priority, nsg_priority
+from ssh_gateway.core.firewall import Sources, connect_priority, nsg_priority
 from ssh_gateway.core.host_identity import cert_authority_lines
 from ssh_gateway.core.names import (
     CONNECT_ENTRY,
@@ -314,16 +314,16 @@ def _pangolin_args(settings: Settings, org: OrgView, name: str) -> PangolinTarge
     )
 
 
+def _firewall_args(fw: FirewallOn, sources: Sources, priority: pulumi.Input[int]) -> FirewallRuleArgs:
+    """An NSG rule in the stack's security group: an instance's port, or the CONNECT entry's."""
+    return FirewallRuleArgs(resource_group=fw.resource_group, nsg_name=fw.nsg_name, sources=sources, priority=priority)
+
+
 def _entry_args(settings: Settings, org: OrgView, *, project: str, stack: str) -> ConnectEntryArgs:
     fw = settings.firewall
     firewall = None
     if isinstance(fw, FirewallOn):
-        firewall = FirewallRuleArgs(
-            resource_group=fw.resource_group,
-            nsg_name=fw.nsg_name,
-            sources=fw.source_cidrs,
-            priority=connect_priority(settings.ports.range, fw.priority_base),
-        )
+        firewall = _firewall_args(fw, fw.source_cidrs, connect_priority(settings.ports.range, fw.priority_base))
     return ConnectEntryArgs(
         gateway=settings.connect_gateway(),
         entry=settings.connect_entry(),
@@ -392,12 +392,8 @@ def _instance_args(
     fw = settings.firewall
     firewall = None
     if isinstance(fw, FirewallOn):
-        firewall = FirewallRuleArgs(
-            resource_group=fw.resource_group,
-            nsg_name=fw.nsg_name,
-            sources=inst.source_cidrs or fw.source_cidrs,
-            priority=port.apply(lambda p: nsg_priority(p, port_range, fw.priority_base)),
-        )
+        priority = port.apply(lambda p: nsg_priority(p, port_range, fw.priority_base))
+        firewall = _firewall_args(fw, inst.source_cidrs or fw.source_cidrs, priority)
     name = pangolin_resource_name(project, stack, inst.name)
     return SshInstanceArgs(
         instance=inst.name,

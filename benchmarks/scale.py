@@ -1,6 +1,6 @@
 """Every figure of the scaling goals (issue 14) in one run, through the real CLI against the Pangolin emulator.
 
-    .venv/bin/python -m benchmarks.scale            # N = 100 and 1000, 4 shards (~15 min on 2 cores)
+    .venv/bin/python -m benchmarks.scale            # N = 100 and 1000, 4 shards (~40 min on 2 cores)
     .venv/bin/python -m benchmarks.scale --quick    # N = 20 and 100, 4 shards (~2 min)
 
 Ratios are taken within the run: the same operation on a floor made in this run, or the same operation at

@@ -454,8 +454,7 @@ def envoy_bootstrap(gateway: StandaloneEnvoy, routes: Sequence[EnvoyRoute]) -> d
     """A standalone Envoy's complete v3 bootstrap: no admin interface, one listener on `listener_port` whose HCM
     has CONNECT on, with one virtual host per instance (`connect_virtual_host`, as on Istio) and one cluster
     each. Authorities must be unique, as on Istio (Envoy refuses a repeated domain)."""
-    unique = {r.instance.authority: r for r in routes}
-    instances = _unique_authorities(r.instance for r in routes)
+    _unique_authorities(r.instance for r in routes)  # raises on a repeated authority
     hcm: dict[str, Any] = {
         "@type": HCM_TYPE,
         "stat_prefix": ENVOY_LISTENER,
@@ -463,7 +462,7 @@ def envoy_bootstrap(gateway: StandaloneEnvoy, routes: Sequence[EnvoyRoute]) -> d
         "upgrade_configs": [{"upgrade_type": CONNECT_UPGRADE}],
         "http2_protocol_options": {"allow_connect": True},
         "stream_idle_timeout": f"{gateway.stream_idle_timeout}s",
-        "route_config": {"name": ENVOY_LISTENER, "virtual_hosts": [connect_virtual_host(i) for i in instances]},
+        "route_config": {"name": ENVOY_LISTENER, "virtual_hosts": [connect_virtual_host(r.instance) for r in routes]},
         "http_filters": [{"name": ROUTER_FILTER, "typed_config": {"@type": ROUTER_TYPE}}],
     }
     if gateway.accept_http10:
@@ -473,7 +472,7 @@ def envoy_bootstrap(gateway: StandaloneEnvoy, routes: Sequence[EnvoyRoute]) -> d
         "address": {"socket_address": {"address": gateway.listen_address, "port_value": gateway.listener_port}},
         "filter_chains": [{"filters": [{"name": HCM_FILTER, "typed_config": hcm}]}],
     }
-    clusters = [_envoy_cluster(unique[i.authority]) for i in instances]
+    clusters = [_envoy_cluster(r) for r in routes]
     return {"static_resources": {"listeners": [listener], "clusters": clusters}}
 
 

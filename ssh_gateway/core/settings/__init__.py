@@ -13,8 +13,11 @@ One job a module: the shared value types are `ssh_gateway.core.fields`; here `se
 from .errors import SettingsError, decode_config, parse_settings
 from .schema import Settings
 from .sections import (
+    INSTANCE_KEYS,
+    KINDS,
     NAMESPACE,
     ROUTINGS,
+    TARGETS,
     ClusterIpInstance,
     Connect,
     ConnectModeInstance,
@@ -37,8 +40,11 @@ from .sections import (
 )
 
 __all__ = [
+    "INSTANCE_KEYS",
+    "KINDS",
     "NAMESPACE",
     "ROUTINGS",
+    "TARGETS",
     "ClusterIpInstance",
     "Connect",
     "ConnectModeInstance",

@@ -20,15 +20,14 @@ from .schema import Settings
 from .sections import (
     CONNECT_STATIC_TAG,
     CONNECT_TAG,
+    INSTANCE_MODELS,
     KINDS,
     NAMESPACE,
     ROUTINGS,
     TARGETS,
     VIAS,
-    ClusterIpInstance,
     Connect,
     ConnectServiceInstance,
-    ConnectStaticInstance,
     DirectPublic,
     EnvoyGatewaySettings,
     FirewallOn,
@@ -37,11 +36,9 @@ from .sections import (
     HostIdentityOn,
     IstioGatewaySettings,
     Kubernetes,
-    NodePortInstance,
     Pangolin,
     PangolinPublic,
     Ports,
-    StaticInstance,
 )
 
 
@@ -52,7 +49,7 @@ class SettingsError(ValueError):
 _TAGS: Final = frozenset(
     {*TARGETS, "on", "off", CONNECT_TAG, CONNECT_STATIC_TAG, "via=pangolin", "via=direct", "kind=istio", "kind=envoy"}
 )
-_TARGET_MODELS: Final[tuple[type[BaseModel], ...]] = (NodePortInstance, ClusterIpInstance, StaticInstance)
+_TARGET_MODELS: Final = INSTANCE_MODELS[: len(TARGETS)]
 """The port-mode instance models, in the order of `TARGETS`."""
 _SECTIONS: Final[Mapping[str, tuple[type[BaseModel], ...]]] = {
     "": (Settings,),
@@ -63,7 +60,7 @@ _SECTIONS: Final[Mapping[str, tuple[type[BaseModel], ...]]] = {
     "gateway": (Gateway,),
     "hostIdentity": (HostIdentityOn,),
     "hostIdentity.ca": (HostCa,),
-    "instances": (*_TARGET_MODELS, ConnectServiceInstance, ConnectStaticInstance),
+    "instances": INSTANCE_MODELS,
     "connect": (Connect,),
     "connect.gateway": (IstioGatewaySettings, EnvoyGatewaySettings),
     "connect.public": (PangolinPublic, DirectPublic),

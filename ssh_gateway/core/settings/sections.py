@@ -333,6 +333,34 @@ Instance = Annotated[
 ]
 
 
+INSTANCE_MODELS: Final[tuple[type[BaseModel], ...]] = (
+    NodePortInstance,
+    ClusterIpInstance,
+    StaticInstance,
+    ConnectServiceInstance,
+    ConnectStaticInstance,
+)
+"""Every shape an instance can have, port-mode targets first (in the order of `TARGETS`)."""
+
+INSTANCE_KEYS: Final = (
+    "name",
+    "routing",
+    "user",
+    "target",
+    "port",
+    "selector",
+    "podPort",
+    "nodePort",
+    "staticHost",
+    "staticPort",
+    "sourceCidrs",
+    "hostKey",
+    "hostKeyGeneration",
+)
+"""The config keys of an instance in the order of the README's config table (the order `ssh-gateway instances
+add` writes them in); tests/unit/test_settings.py checks they are exactly the keys of `INSTANCE_MODELS`."""
+
+
 class _GatewaySettings(StrictModel):
     listener_port: Port = Field(default=8080, alias="listenerPort", description="the port Envoy listens on")
     target_host: Host | None = Field(default=None, alias="targetHost", description="where Pangolin's site reaches it")
@@ -447,5 +475,5 @@ def is_static(inst: Instance) -> bool:
 
 
 def problem(key: str, message: str) -> PydanticCustomError:
-    """A cross-field problem whose message starts with the key it is about (`errors.describe` reads it)."""
+    """A cross-field problem whose message starts with the key it is about (`errors._describe` reads it)."""
     return PydanticCustomError("settings", "{key}: {message}", {"key": key, "message": message})

@@ -329,6 +329,8 @@ def _outputs_of(stack: str, outputs_file: Path | None) -> dict[str, Any]:
 
 
 def _run_ssh_config(args: argparse.Namespace) -> int:
+    from ssh_gateway.core.outputs import read_outputs
+
     from . import ssh_config
 
     if args.outputs is not None and len(args.stack) != 1:
@@ -345,10 +347,15 @@ def _run_ssh_config(args: argparse.Namespace) -> int:
         except (ValueError, OSError) as exc:
             _say_error(f"cannot read the outputs of stack {stack}: {exc}")
             return CANNOT_RUN
-        if "sshConfig" not in outputs:
+        try:
+            read = read_outputs(outputs)
+        except (KeyError, TypeError, ValueError) as exc:
+            _say_error(f"cannot read the outputs of stack {stack}: not the outputs ssh-gateway writes ({exc!r})")
+            return CANNOT_RUN
+        if not read.has_ssh_config:
             _say_error(f"stack {stack} has no sshConfig output: run `pulumi up` on it first")
             return CANNOT_RUN
-        stacks[stack] = ssh_config.StackSsh(str(outputs["sshConfig"] or ""), str(outputs.get("knownHosts") or ""))
+        stacks[stack] = ssh_config.StackSsh(read.ssh_config, read.known_hosts)
     try:
         plan = ssh_config.plan(home, stacks, include=args.include)
         ssh = shutil.which("ssh")

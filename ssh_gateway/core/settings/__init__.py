@@ -10,6 +10,8 @@ One job a module: the shared value types are `ssh_gateway.core.fields`; here `se
 `errors` the edge (decoding Pulumi's config, rendering pydantic's errors).
 """
 
+from ssh_gateway.core.outputs import Routing
+
 from .errors import SettingsError, decode_config, parse_settings
 from .schema import Settings
 from .sections import (
@@ -35,7 +37,6 @@ from .sections import (
     NodePortInstance,
     PangolinPublic,
     PortModeInstance,
-    Routing,
     StaticInstance,
 )
 

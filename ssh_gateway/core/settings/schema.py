@@ -26,6 +26,7 @@ from ssh_gateway.core.firewall import (
     check_priorities,
     connect_priority,
 )
+from ssh_gateway.core.outputs import Routing
 from ssh_gateway.core.ports import EPHEMERAL, PortRange
 from ssh_gateway.core.targets import ServiceSpec, StaticTarget, Target
 
@@ -51,7 +52,6 @@ from .sections import (
     PangolinPublic,
     PortModeInstance,
     Ports,
-    Routing,
     StrictModel,
     is_static,
     problem,
@@ -68,7 +68,7 @@ class Settings(StrictModel):
     kubernetes: Kubernetes = Kubernetes()
     firewall: Firewall = FirewallOff(enabled=False)
     host_identity: HostIdentity = Field(default=HostIdentityOn(), alias="hostIdentity")
-    routing: Routing = Field(default="port", description="the instances' default routing")
+    routing: Routing = Field(default=Routing.PORT, description="the instances' default routing")
     connect: Connect | None = None
     instances: tuple[Instance, ...] = ()
 

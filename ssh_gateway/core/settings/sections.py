@@ -35,6 +35,7 @@ from ssh_gateway.core.firewall import (
     parse_sources,
 )
 from ssh_gateway.core.host_identity import MAX_VALID_DAYS
+from ssh_gateway.core.outputs import GatewayKind, Routing, Via
 from ssh_gateway.core.ports import PortRange
 
 NAMESPACE: Final = "ssh-gateway"
@@ -180,9 +181,7 @@ class Gateway(StrictModel):
     published_range: Range | None = Field(default=None, alias="publishedRange", description="default ports.range")
 
 
-ROUTINGS: Final = ("port", "connect")
-Routing = Literal["port", "connect"]
-"""How the public reaches an instance: a public port of its own, or HTTP CONNECT through the stack's entry."""
+ROUTINGS: Final = tuple(r.value for r in Routing)
 
 
 class _InstanceBase(StrictModel):
@@ -408,7 +407,7 @@ class EnvoyGatewaySettings(_GatewaySettings):
         return self.stream_idle_timeout or ENVOY_DEFAULT_STREAM_IDLE_TIMEOUT
 
 
-KINDS: Final = ("istio", "envoy")
+KINDS: Final = tuple(k.value for k in GatewayKind)
 
 
 def _tagged_by(key: str, choices: tuple[str, ...], error_type: str) -> Discriminator:
@@ -447,7 +446,7 @@ class DirectPublic(StrictModel):
     port: Port
 
 
-VIAS: Final = ("pangolin", "direct")
+VIAS: Final = tuple(v.value for v in Via)
 
 Public = Annotated[
     Annotated[PangolinPublic, Tag("via=pangolin")] | Annotated[DirectPublic, Tag("via=direct")],

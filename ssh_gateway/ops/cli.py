@@ -159,9 +159,9 @@ def register_doctor(commands: Commands) -> None:
 
 
 def _run_drift_check(args: argparse.Namespace) -> int:
-    from ssh_gateway.ops.drift_check import main as drift_check
+    from . import drift_check
 
-    return drift_check([*(["--ambient"] if args.ambient else []), args.stack])
+    return drift_check.run(args)
 
 
 def _ambient(parser: argparse.ArgumentParser) -> None:
@@ -187,8 +187,10 @@ def register_drift_check(commands: Commands) -> None:
         },
         run=_run_drift_check,
     )
-    parser.add_argument("stack")
-    _ambient(parser)
+    # Its arguments are the tool's own, defined once there (the module loads no Pulumi SDK).
+    from . import drift_check
+
+    drift_check.add_arguments(parser)
 
 
 def _run_local_cluster(args: argparse.Namespace) -> int:

@@ -17,7 +17,8 @@ from ssh_gateway.core.outputs import (
 )
 from tests.mocks import RecordingMocks
 
-from .test_program_connect import MIXED, connect_settings, run_program
+from .test_program import run_program
+from .test_program_connect import MIXED, connect_settings
 
 pytestmark = pytest.mark.unit
 

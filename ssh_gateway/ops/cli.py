@@ -618,6 +618,13 @@ def register_instances(commands: Commands) -> None:
     add.add_argument("--host-key", help="the pinned public host key, `ssh-ed25519 AAAA...`")
 
 
+def register_shards(commands: Commands) -> None:
+    # Standard library only, so the workflows' listing job runs it without a bootstrap.
+    from . import shards
+
+    shards.register(commands)
+
+
 def register_recover(commands: Commands) -> None:
     # Its parser, help, exit codes and handler live with the recovery code; the module imports no Pulumi SDK.
     from . import recover
@@ -637,6 +644,7 @@ COMMANDS: Final[tuple[Register, ...]] = (
     register_ssh_config,
     register_instances,
     register_recover,
+    register_shards,
     register_local_cluster,
     register_local_backend,
 )

@@ -28,8 +28,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from ssh_gateway.local.pidfile import process_alive
-from ssh_gateway.ops.toolchain import REPO, ToolchainMissing, toolchain_binary
+from ssh_gateway.plumbing.pidfile import process_alive
+from ssh_gateway.plumbing.toolchain import REPO, ToolchainMissing, toolchain_binary
 
 if TYPE_CHECKING:
     from azure.storage.blob import ContainerClient

@@ -13,12 +13,9 @@ import sys
 from collections.abc import Sequence
 from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from ssh_gateway.core.shards import ShardsError, deployed_stacks
-
-if TYPE_CHECKING:
-    from .cli import Commands
 
 __all__ = ["main", "register"]
 
@@ -58,7 +55,7 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(commands: Commands) -> None:
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Add `shards` to a CLI's subcommands; its handler is the parser default `run(args) -> exit code`."""
     epilog = "examples:\n" + "\n".join(f"  {line}" for line in _EXAMPLES) + "\n\nexit codes:\n"
     epilog += "\n".join(f"  {code}  {text}" for code, text in _CODES.items())

@@ -25,7 +25,7 @@ from pangolin_emulator.harness import EmulatorHandle
 from ssh_gateway.local import azurite as azurite_module
 from ssh_gateway.local.azurite import Azurite
 from ssh_gateway.ops.automation import open_stack, remove_stack, state_file, workspace_options
-from ssh_gateway.ops.toolchain import REPO
+from ssh_gateway.plumbing.toolchain import REPO
 
 from .cli import pulumi, run
 from .conftest import change_by_hand, stack_config, static_instance

@@ -11,6 +11,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from ssh_gateway.core.fields import Port
+
 __all__ = [
     "Envelope",
     "LegacyRawResourceCreate",
@@ -26,7 +28,6 @@ __all__ = [
 ]
 
 Protocol = Literal["tcp", "udp"]
-Port = Annotated[int, Field(ge=1, le=65535)]
 Name = Annotated[str, Field(min_length=1, max_length=255)]
 
 

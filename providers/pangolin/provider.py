@@ -36,6 +36,8 @@ from pydantic import (
 
 from providers.unknowns import is_unknown
 from ssh_gateway.core.addresses import check_host, check_http_url
+from ssh_gateway.core.fields import Port
+from ssh_gateway.core.ports import PORT_MAX, PORT_MIN
 
 from .client import Dialect, PangolinClient
 from .credentials import ApiKeyFromConfig
@@ -59,7 +61,7 @@ def _no_bool_or_str(value: object) -> object:
 
 _Int = Annotated[int, BeforeValidator(_no_bool_or_str)]
 _Id = Annotated[_Int, Field(gt=0)]
-_Port = Annotated[_Int, Field(ge=1, le=65535)]
+_Port = Annotated[Port, BeforeValidator(_no_bool_or_str)]
 
 
 class TcpInputs(BaseModel):
@@ -85,10 +87,10 @@ _ALLOWED: Final[dict[str, str]] = {
     "siteId": "a positive integer site id",
     "name": "a string of 1 to 255 characters",
     "protocol": '"tcp" or "udp"',
-    "proxyPort": "an integer from 1 to 65535",
+    "proxyPort": f"an integer from {PORT_MIN} to {PORT_MAX}",
     "enabled": "true or false",
     "targetIp": "an IPv4 or IPv6 address, or a hostname",
-    "targetPort": "an integer from 1 to 65535",
+    "targetPort": f"an integer from {PORT_MIN} to {PORT_MAX}",
     "adoptResourceId": "a positive integer resource id, or null",
 }
 

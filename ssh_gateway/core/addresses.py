@@ -11,11 +11,36 @@ import re
 from typing import Final
 from urllib.parse import urlsplit
 
-__all__ = ["check_host", "check_hostname", "check_http_url"]
+__all__ = ["check_dns_label", "check_dns_name", "check_host", "check_hostname", "check_http_url"]
 
-_LABEL: Final = r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?"
-_HOSTNAME: Final = re.compile(rf"(?=.{{1,253}}$){_LABEL}(?:\.{_LABEL})*")
+_LABEL: Final = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
+_DNS_LABEL: Final = re.compile(_LABEL)
+# A hostname's labels are DNS labels in any case (DNS compares names case-insensitively); Kubernetes wants lowercase.
+_HOSTNAME: Final = re.compile(rf"(?i)(?=.{{1,253}}$){_LABEL}(?:\.{_LABEL})*")
 _DOTTED_NUMBERS: Final = re.compile(r"[0-9.]+")
+
+
+def check_dns_label(value: object, *, what: str = "", max_length: int = 63) -> str:
+    """A DNS label as Kubernetes names use it (RFC 1123): up to `max_length` (at most 63) lowercase letters, digits
+    and '-', starting and ending with a letter or digit. `what` names the value in the error."""
+    if not isinstance(value, str) or len(value) > max_length or not _DNS_LABEL.fullmatch(value):
+        named = f"{what} {value!r}" if what else repr(value)
+        raise ValueError(
+            f"{named} is not a DNS label: 1-{max_length} lowercase letters, digits and '-', starting and ending "
+            "with a letter or digit"
+        )
+    return value
+
+
+def check_dns_name(value: object, *, what: str = "") -> str:
+    """A lowercase DNS name such as `cluster.local`: dot-separated DNS labels, 253 characters at most."""
+    named = f"{what} {value!r}" if what else repr(value)
+    if not isinstance(value, str) or not value or len(value) > 253:
+        raise ValueError(f"{named} is not a DNS name: dot-separated DNS labels, 1-253 characters")
+    for label in value.split("."):
+        if not _DNS_LABEL.fullmatch(label):
+            raise ValueError(f"{named} is not a DNS name: label {label!r} is not a DNS label")
+    return value
 
 
 def check_hostname(value: str) -> str:

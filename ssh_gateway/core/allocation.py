@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Final
 
-from .ports import PortRange, is_port
+from .ports import PORT_MAX, PORT_MIN, PortRange, is_port
 
 __all__ = ["AllocationError", "AllocationState", "allocate"]
 
@@ -162,7 +162,7 @@ def _duplicate_names(names: list[str]) -> list[str]:
 def _reserved_ports(reserved: Collection[int], problems: list[str]) -> set[int]:
     """Phase 2: the reserved ports that are port numbers (the others are problems)."""
     problems.extend(
-        f"reserved port {port!r} is not a port number; {_RESERVED_KEY} takes integers 1-65535"
+        f"reserved port {port!r} is not a port number; {_RESERVED_KEY} takes integers {PORT_MIN}-{PORT_MAX}"
         for port in sorted((port for port in reserved if not is_port(port)), key=repr)
     )
     return {port for port in reserved if is_port(port)}
@@ -181,7 +181,7 @@ def _pin_claims(pins: Mapping[str, int], listed: set[str], taken: _Taken, proble
             )
             continue
         if not is_port(port):
-            problems.append(f"{_pin_key(name)} = {port!r} is not a port number (1-65535)")
+            problems.append(f"{_pin_key(name)} = {port!r} is not a port number ({PORT_MIN}-{PORT_MAX})")
             continue
         if port not in rng:
             problems.append(

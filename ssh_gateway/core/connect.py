@@ -65,8 +65,10 @@ from typing import Any
 
 import yaml
 
+from .addresses import check_dns_label, check_dns_name
 from .names import service_name
-from .targets import StaticTarget
+from .ports import PORT_MAX, PORT_MIN, is_port
+from .targets import StaticTarget, cluster_dns_name
 
 __all__ = [
     "CONNECT_UPGRADE",
@@ -127,30 +129,13 @@ GATEWAY_NAME = "ssh-gateway-connect"
 gateway filter's."""
 GATEWAY_SERVER_PORT_NAME = "http-ssh-connect"
 
-_DNS_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 # Kubernetes label values (and the name part of keys): up to 63 of [A-Za-z0-9_.-], alphanumeric at both ends.
 _LABEL_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
 
 
-def _check_dns_label(what: str, value: str, max_length: int = 63) -> None:
-    if not isinstance(value, str) or len(value) > max_length or not _DNS_LABEL.fullmatch(value):
-        raise ValueError(
-            f"{what} {value!r} is not a DNS label: 1-{max_length} of a-z, 0-9 and '-', starting and ending "
-            "with a letter or digit"
-        )
-
-
-def _check_dns_name(what: str, value: str) -> None:
-    if not isinstance(value, str) or not value or len(value) > 253:
-        raise ValueError(f"{what} {value!r} is not a DNS name: dot-separated DNS labels, 1-253 characters")
-    for label in value.split("."):
-        if len(label) > 63 or not _DNS_LABEL.fullmatch(label):
-            raise ValueError(f"{what} {value!r} is not a DNS name: label {label!r} is not a DNS label")
-
-
 def _check_port(what: str, value: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 65535:
-        raise ValueError(f"{what} {value!r} is not a port: an integer 1-65535")
+    if not is_port(value):
+        raise ValueError(f"{what} {value!r} is not a port: an integer {PORT_MIN}-{PORT_MAX}")
 
 
 def check_selector(selector: Mapping[str, str]) -> None:
@@ -170,7 +155,7 @@ def check_selector(selector: Mapping[str, str]) -> None:
 
 def _bad_prefix(prefix: str) -> bool:
     try:
-        _check_dns_name("prefix", prefix)
+        check_dns_name(prefix, what="prefix")
     except ValueError:
         return True
     return False
@@ -179,10 +164,10 @@ def _bad_prefix(prefix: str) -> bool:
 def connect_authority(instance: str, namespace: str, cluster_domain: str = "cluster.local") -> str:
     """`ssh-<instance>.<namespace>.svc.<cluster_domain>`: the cluster DNS name of the instance's Service, which
     the client sends as its CONNECT authority (ssh `HostName`) and the gateway routes on."""
-    _check_dns_label("instance name", instance, max_length=59)  # ssh-<instance> must stay a DNS label
-    _check_dns_label("namespace", namespace)
-    _check_dns_name("cluster domain", cluster_domain)
-    return f"{service_name(instance)}.{namespace}.svc.{cluster_domain}"
+    check_dns_label(instance, what="instance name", max_length=59)  # ssh-<instance> must stay a DNS label
+    check_dns_label(namespace, what="namespace")
+    check_dns_name(cluster_domain, what="cluster domain")
+    return cluster_dns_name(service_name(instance), namespace, cluster_domain)
 
 
 def connect_cluster(authority: str) -> str:
@@ -199,9 +184,9 @@ def namespace_hosts(namespace: str, cluster_domain: str = "cluster.local") -> tu
     """The Gateway server's hosts: `*.<namespace>.svc.<domain>`, which covers every connect authority of the
     stack (all are Services in its namespace) and stays the same as instances come and go. A VirtualService
     binds to the server only if it names the Gateway and a host there, so nothing else lands on it."""
-    _check_dns_label("namespace", namespace)
-    _check_dns_name("cluster domain", cluster_domain)
-    return (f"*.{namespace}.svc.{cluster_domain}",)
+    check_dns_label(namespace, what="namespace")
+    check_dns_name(cluster_domain, what="cluster domain")
+    return (cluster_dns_name("*", namespace, cluster_domain),)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -242,7 +227,7 @@ class ConnectGateway:
     def __post_init__(self) -> None:
         check_selector(self.selector)
         _check_port("gateway listener port", self.listener_port)
-        _check_dns_label("gateway namespace", self.namespace)
+        check_dns_label(self.namespace, what="gateway namespace")
 
 
 @dataclass(frozen=True)
@@ -285,7 +270,7 @@ def _envoy_filter(
 def gateway_connect_filter(gateway: ConnectGateway, name: str = GATEWAY_FILTER_NAME) -> dict[str, Any] | None:
     """The EnvoyFilter that turns CONNECT (and, if asked, HTTP/1.0) on in the HCM of the gateway's listener on
     `listener_port`; None when there is nothing to turn on."""
-    _check_dns_label("EnvoyFilter name", name)
+    check_dns_label(name, what="EnvoyFilter name")
     value: dict[str, Any] = {"@type": HCM_TYPE}
     if gateway.enable_connect:
         # Appended to the HCM's upgrade_configs (Istio's has websocket): the merge appends repeated fields.

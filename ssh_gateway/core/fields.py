@@ -12,7 +12,9 @@ from typing import Annotated, Final
 
 from pydantic import AfterValidator, Field
 
-from .addresses import check_host
+from .addresses import check_dns_label, check_host
+from .names import public_host
+from .ports import PORT_MAX, PORT_MIN
 
 __all__ = [
     "AzureName",
@@ -24,21 +26,12 @@ __all__ = [
     "OrgId",
     "Port",
     "User",
+    "is_host_key",
 ]
 
-_DNS_LABEL: Final = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
 _ORG_ID: Final = re.compile(r"[a-z0-9][a-z0-9_-]{0,31}")
 _HOST_KEY: Final = re.compile(r"(ssh-ed25519|ssh-rsa|ecdsa-sha2-nistp(256|384|521)) [A-Za-z0-9+/]+={0,2}")
 _AZURE_NAME: Final = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.()-]{0,79}")
-
-
-def _dns_label(value: str) -> str:
-    if not _DNS_LABEL.fullmatch(value):
-        raise ValueError(
-            f"{value!r} is not a DNS label: use 1-63 lowercase letters, digits and '-', starting and ending "
-            "with a letter or digit"
-        )
-    return value
 
 
 def _org_id(value: str) -> str:
@@ -47,8 +40,14 @@ def _org_id(value: str) -> str:
     return value
 
 
+def is_host_key(value: str) -> bool:
+    """Whether `value` is `<key type> <base64 blob>` with a key type sshd serves as a host key (ed25519, RSA,
+    ECDSA): what a pinned `hostKey` may be, and so every key line the program writes into `knownHosts`."""
+    return _HOST_KEY.fullmatch(value) is not None
+
+
 def _host_key(value: str) -> str:
-    if not _HOST_KEY.fullmatch(value.strip()):
+    if not is_host_key(value.strip()):
         raise ValueError(f"{value[:40]!r}... is not a public host key such as 'ssh-ed25519 AAAAC3Nza...'")
     return value.strip()
 
@@ -61,7 +60,7 @@ def _azure_name(value: str) -> str:
 
 def _host_template(value: str) -> str:
     try:
-        check_host(value.replace("{instance}", "x"))
+        check_host(public_host(value, "x"))
     except ValueError:
         raise ValueError(
             f"{value!r} is not a host name with an optional {{instance}}, e.g. ssh-{{instance}}.example.com"
@@ -69,9 +68,9 @@ def _host_template(value: str) -> str:
     return value
 
 
-DnsLabel = Annotated[str, AfterValidator(_dns_label)]
+DnsLabel = Annotated[str, AfterValidator(check_dns_label)]
 Host = Annotated[str, AfterValidator(check_host)]
-Port = Annotated[int, Field(ge=1, le=65535)]
+Port = Annotated[int, Field(ge=PORT_MIN, le=PORT_MAX)]
 Generation = Annotated[int, Field(ge=1, le=2**31 - 1)]
 User = Annotated[str, Field(pattern=r"^[A-Za-z_][A-Za-z0-9._-]{0,31}$")]
 HostKey = Annotated[str, AfterValidator(_host_key)]

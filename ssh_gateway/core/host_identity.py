@@ -38,6 +38,8 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey, Ed25519PublicKey
 
+from .names import INSTANCE_PLACEHOLDER, public_host
+
 __all__ = [
     "CERTIFICATE_TYPE",
     "CLOCK_SKEW_SECONDS",
@@ -455,12 +457,12 @@ def certificates_in_keyscan(output: str) -> list[str]:
 # --- known_hosts and ssh_config ------------------------------------------------------------------------------
 
 
-def instance_host_pattern(host_template: str, placeholder: str = "{instance}") -> str:
+def instance_host_pattern(host_template: str) -> str:
     """The known_hosts pattern of every name a host template makes: `ssh-{instance}.example.com` gives
     `ssh-*.example.com`, which also matches instances added later."""
-    if host_template.count(placeholder) != 1:
-        raise HostIdentityError(f"host template {host_template!r} must contain {placeholder} exactly once")
-    pattern = host_template.replace(placeholder, "*").lower()
+    if host_template.count(INSTANCE_PLACEHOLDER) != 1:
+        raise HostIdentityError(f"host template {host_template!r} must contain {INSTANCE_PLACEHOLDER} exactly once")
+    pattern = public_host(host_template, "*").lower()
     if not _PATTERN.fullmatch(pattern) or pattern.strip("*.") == "":
         raise HostIdentityError(f"host template {host_template!r} does not make a host name pattern")
     return pattern

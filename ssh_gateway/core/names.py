@@ -24,6 +24,7 @@ __all__ = [
     "HOST_IDENTITY_MODULE",
     "HOST_KEY_KIND",
     "HOST_KEY_TYPE",
+    "INSTANCE_PLACEHOLDER",
     "INSTANCE_TYPES",
     "ISTIO_GATEWAY_TYPE",
     "NSG_RULE_TYPE",
@@ -52,6 +53,9 @@ __all__ = [
     "urn_name",
     "urn_type",
 ]
+
+INSTANCE_PLACEHOLDER: Final = "{instance}"
+"""The placeholder of `gateway.hostTemplate`, replaced by each instance's name."""
 
 COMPONENT_TYPE: Final = "ssh-gateway:index:SshInstance"
 """The component that is one instance (routing `port`: a public port of its own)."""
@@ -150,7 +154,7 @@ def service_name(instance: str) -> str:
 
 def public_host(template: str, instance: str) -> str:
     """The public name users ssh to, from `gateway.hostTemplate`."""
-    return template.replace("{instance}", instance)
+    return template.replace(INSTANCE_PLACEHOLDER, instance)
 
 
 def host_key_secret_name(instance: str) -> str:

@@ -15,6 +15,7 @@ __all__ = [
     "ServiceSpec",
     "StaticTarget",
     "Target",
+    "cluster_dns_name",
     "service_spec",
 ]
 
@@ -54,6 +55,11 @@ class NodePortTarget:
     """A pinned nodePort, or None for the one the API server assigns."""
 
 
+def cluster_dns_name(service: str, namespace: str, cluster_domain: str) -> str:
+    """`<service>.<namespace>.svc.<cluster_domain>`: the name cluster DNS gives a Service."""
+    return f"{service}.{namespace}.svc.{cluster_domain}"
+
+
 @dataclass(frozen=True, kw_only=True)
 class ClusterIpTarget:
     """A ClusterIP Service, reached at its cluster DNS name (a Newt site inside the cluster)."""
@@ -64,7 +70,7 @@ class ClusterIpTarget:
     @property
     def host(self) -> str:
         """`ssh-<instance>.<namespace>.svc.<domain>`."""
-        return f"{self.service.name}.{self.service.namespace}.svc.{self.cluster_domain}"
+        return cluster_dns_name(self.service.name, self.service.namespace, self.cluster_domain)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -24,10 +24,9 @@ from dataclasses import dataclass
 from typing import Final, Literal
 
 from .host_identity import host_patterns, instance_host_pattern, normalize_principals
-from .names import public_host, ssh_alias
+from .names import INSTANCE_PLACEHOLDER, public_host, ssh_alias
 
 __all__ = [
-    "INSTANCE",
     "KNOWN_HOSTS_DIR",
     "KnownHostsEntry",
     "ca_comment",
@@ -43,8 +42,6 @@ __all__ = [
     "shares_host_name",
 ]
 
-INSTANCE: Final = "{instance}"
-"""The placeholder of `gateway.hostTemplate`."""
 KNOWN_HOSTS_DIR: Final = "~/.ssh/known_hosts.d"
 """Where a user keeps each stack's `knownHosts` output, one file per stack."""
 
@@ -56,7 +53,7 @@ def known_hosts_file(stack: str) -> str:
 
 def shares_host_name(host_template: str) -> bool:
     """True when every instance gets the same public name (the template has no `{instance}`)."""
-    return INSTANCE not in host_template
+    return INSTANCE_PLACEHOLDER not in host_template
 
 
 def host_key_alias(host_template: str, instance: str) -> str | None:
@@ -86,7 +83,7 @@ def connect_principals(authority: str, instance: str) -> tuple[str, ...]:
 def ca_patterns(host_template: str, *, aliases: bool = False) -> tuple[str, ...]:
     """The host patterns of the stack's `@cert-authority` lines: every instance's names on every port; with
     `aliases` (a stack with connect-mode instances) the ssh aliases too, whatever the template."""
-    alias_patterns = host_patterns(instance_host_pattern(ssh_alias(INSTANCE)))
+    alias_patterns = host_patterns(instance_host_pattern(ssh_alias(INSTANCE_PLACEHOLDER)))
     if shares_host_name(host_template):
         return (*host_patterns(host_template), *alias_patterns)
     own = host_patterns(instance_host_pattern(host_template))

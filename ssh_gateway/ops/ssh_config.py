@@ -41,6 +41,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from ssh_gateway.core.fields import is_host_key
+from ssh_gateway.core.ports import is_port
 from ssh_gateway.core.trust import known_hosts_file
 
 __all__ = [
@@ -86,11 +88,6 @@ _REFUSED: Final = {
     "sendenv": "sends this machine's environment variables to the instance",
     "remoteforward": "lets the instance reach ports of this machine",
 }
-_KNOWN_HOSTS_KEY: Final = re.compile(
-    r"^(ssh-(ed25519|rsa|dss)|ecdsa-sha2-nistp(256|384|521)|sk-(ssh-ed25519|ecdsa-sha2-nistp256)@openssh\.com)"
-    r"(-cert-v01@openssh\.com)?$"
-)
-_BASE64: Final = re.compile(r"^[A-Za-z0-9+/]+={0,2}$")
 INCLUDE_PREFIX: Final = "ssh-gateway-"
 
 
@@ -173,7 +170,7 @@ def _check_option(stack: str, host: str, keyword: str, args: str) -> None:
             return
         for form in _PROXY_COMMANDS:
             match = form.match(command)
-            if match and 1 <= int(match[1]) <= 65535:
+            if match and is_port(int(match[1])):
                 return
         raise SshConfigError(
             f"{where} {args!r} would run on this machine; only `proxytunnel -q -p HOST:PORT -d %h:%p` and "
@@ -241,7 +238,7 @@ def check_known_hosts(text: str, *, stack: str) -> list[str]:
             fields = fields[1:]
         elif fields[0].startswith("@"):
             raise SshConfigError(f"stack {stack}: knownHosts line {number}: unknown marker {fields[0]!r}")
-        if len(fields) < 3 or not _KNOWN_HOSTS_KEY.match(fields[1]) or not _BASE64.match(fields[2]):
+        if len(fields) < 3 or not is_host_key(f"{fields[1]} {fields[2]}"):
             raise SshConfigError(
                 f"stack {stack}: knownHosts line {number} {line[:80]!r} is not `[marker] hosts keytype base64-key`"
             )

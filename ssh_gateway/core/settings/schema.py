@@ -147,7 +147,7 @@ class Settings(StrictModel):
         """The CONNECT entry and the instances behind it, as Istio and Envoy will take them."""
         connected = [(i, inst) for i, inst in enumerate(self.instances) if isinstance(inst, ConnectModeInstance)]
         if self.connect is None:
-            if self.routing == "connect":
+            if self.routing == Routing.CONNECT:
                 raise problem("routing", "connect needs ssh-gateway:connect (the gateway and its public entry)")
             if connected:
                 index, inst = connected[0]

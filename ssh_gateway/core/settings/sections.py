@@ -307,10 +307,10 @@ CONNECT_STATIC_TAG: Final = "routing=connect,target=static"
 def _instance_tag(value: Any) -> str | None:
     """The union member an instance is: by its `routing` (the stack default filled in), then by its `target`."""
     fields: Mapping[str, Any] = value if isinstance(value, Mapping) else vars(value)
-    routing = fields.get("routing", "port")
-    if routing == "connect":
+    routing = fields.get("routing", Routing.PORT)
+    if routing == Routing.CONNECT:
         return CONNECT_STATIC_TAG if fields.get("target") == "static" else CONNECT_TAG
-    if routing != "port":
+    if routing != Routing.PORT:
         return None  # an unknown routing: `_describe` names it
     return str(fields.get("target", "nodePort"))
 

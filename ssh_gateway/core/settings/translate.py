@@ -19,7 +19,15 @@ from ssh_gateway.core.connect import (
     namespace_hosts,
 )
 from ssh_gateway.core.names import CONNECT_ENTRY, public_host
-from ssh_gateway.core.targets import ClusterIpTarget, NodePortTarget, ServiceSpec, StaticTarget, Target, service_spec
+from ssh_gateway.core.targets import (
+    ClusterIpTarget,
+    NodePortTarget,
+    ServiceSpec,
+    StaticTarget,
+    Target,
+    cluster_dns_name,
+    service_spec,
+)
 
 from .sections import (
     ClusterIpInstance,
@@ -108,7 +116,7 @@ def connect_entry(connect: Connect, gateway: Gateway, kube: Kubernetes) -> Entry
         return PangolinEntry(
             host=host, port=public.port, target_host=gw.target_host, target_port=gw.service_port or gw.listener_port
         )
-    service_host = f"{gw.service}.{gw.namespace}.svc.{kube.cluster_domain}"
+    service_host = cluster_dns_name(gw.service, gw.namespace, kube.cluster_domain)
     return PangolinEntry(
         host=host, port=public.port, target_host=gw.target_host or service_host, target_port=gw.service_port
     )

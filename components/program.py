@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+from dataclasses import dataclass
 from functools import partial
 from typing import Final
 
@@ -21,7 +22,7 @@ from providers.pangolin.org import read_org
 from providers.pangolin.port_check import CONNECT_KEY
 from providers.pangolin.port_check_resource import PortCheck, PortCheckArgs
 from providers.port_allocation.resource import PortAllocation, PortAllocationArgs
-from ssh_gateway.core.connect import PangolinEntry, StandaloneEnvoy, envoy_bootstrap_yaml
+from ssh_gateway.core.connect import ConnectGateway, Entry, PangolinEntry, StandaloneEnvoy, envoy_bootstrap_yaml
 from ssh_gateway.core.credentials import find_api_key
 from ssh_gateway.core.firewall import Sources, connect_priority, nsg_priority
 from ssh_gateway.core.host_identity import cert_authority_lines
@@ -70,6 +71,22 @@ __all__ = ["build", "check_connect_port", "load_settings", "read_pangolin_org", 
 # The exit code by which pulumi's Python language host says "the error was already shown to the user": the
 # engine then adds no "Program exited with non-zero exit code" line of its own.
 _ALREADY_SHOWN: Final = 32
+
+
+@dataclass(frozen=True)
+class _ConnectPlan:
+    """The stack's CONNECT entry, translated from the settings once per run and handed to every resource of it."""
+
+    settings: Connect
+    gateway: ConnectGateway | StandaloneEnvoy
+    entry: Entry
+
+
+def _connect_plan(settings: Settings) -> _ConnectPlan | None:
+    """The CONNECT entry's domain objects, or None for a stack without `ssh-gateway:connect`."""
+    if settings.connect is None:
+        return None
+    return _ConnectPlan(settings.connect, settings.connect_gateway(), settings.connect_entry())
 
 
 def run(*, project: str, stack: str) -> None:
@@ -167,21 +184,22 @@ def build(settings: Settings, *, org: OrgView, project: str, stack: str) -> dict
     outputs: dict[str, pulumi.Input[object]] = {}
     by_connect: dict[str, ConnectSshInstance] = {}
     entries: list[ConnectEntry] = []
-    if settings.connect is not None:
-        entry = ConnectEntry(CONNECT_ENTRY, _entry_args(settings, org, project=project, stack=stack), k8s_opts)
+    plan = _connect_plan(settings)
+    if plan is not None:
+        entry = ConnectEntry(CONNECT_ENTRY, _entry_args(settings, plan, org, project=project, stack=stack), k8s_opts)
         entries.append(entry)
         by_connect = {
             inst.name: ConnectSshInstance(
                 inst.name,
-                _connect_instance_args(settings, settings.connect, inst, authorities, project=project, stack=stack),
+                _connect_instance_args(settings, plan, inst, authorities, project=project, stack=stack),
                 k8s_opts,
             )
             for inst in settings.instances
             if isinstance(inst, ConnectModeInstance)
         }
         endpoints.update({name: _connect_endpoint(i, entry) for name, i in by_connect.items()})
-        outputs["connect"] = _connect_output(settings.connect, entry)
-        gateway = settings.connect_gateway()
+        outputs["connect"] = _connect_output(plan.settings, entry)
+        gateway = plan.gateway
         if isinstance(gateway, StandaloneEnvoy) and by_connect:
             # The operator's Envoy runs exactly this (README, CONNECT routing): `envoy --config-yaml "$(pulumi stack
             # output envoyConfig)"`. Pure config from the settings, so a preview shows it too.
@@ -193,7 +211,7 @@ def build(settings: Settings, *, org: OrgView, project: str, stack: str) -> dict
     # After every create: no port of this stack bound twice by overlapping runs (providers/pangolin/port_check.py),
     # the CONNECT entry's included. It depends on the Pangolin resources themselves, not their components: the SDK
     # expands a component into every child's URN, all recorded in the check's state.
-    connect_port = _checked_connect_port(settings)
+    connect_port = _checked_connect_port(plan)
     allocated: pulumi.Input[dict[str, int]] = allocation.ports if allocation is not None else {}
     PortCheck(
         "port-check",
@@ -223,14 +241,14 @@ def build(settings: Settings, *, org: OrgView, project: str, stack: str) -> dict
         "allocations": allocated,
         "releasedPorts": allocation.released if allocation is not None else [],
         "portRange": str(port_range) if port_range is not None else None,
-        "gateway": _gateway_output(settings, publish_range=bool(port_mode) or settings.connect is None),
+        "gateway": _gateway_output(settings, plan, publish_range=bool(port_mode) or settings.connect is None),
         **outputs,
     }
 
 
-def _checked_connect_port(settings: Settings) -> dict[str, int]:
+def _checked_connect_port(plan: _ConnectPlan | None) -> dict[str, int]:
     """The CONNECT entry's Pangolin port, under its key in the port check; nothing when it is reached directly."""
-    entry = settings.connect_entry() if settings.connect is not None else None
+    entry = plan.entry if plan is not None else None
     return {CONNECT_KEY: entry.port} if isinstance(entry, PangolinEntry) else {}
 
 
@@ -260,7 +278,7 @@ def _connect_endpoint(inst: ConnectSshInstance, entry: ConnectEntry) -> dict[str
     }
 
 
-def _gateway_output(settings: Settings, *, publish_range: bool) -> dict[str, object]:
+def _gateway_output(settings: Settings, plan: _ConnectPlan | None, *, publish_range: bool) -> dict[str, object]:
     """What the gateway host must publish; Pangolin creates neither (docs/pangolin-api.md §2.4). The range only
     when some instance has a port of its own (or the stack has no CONNECT entry); the CONNECT port, one for every
     connect-mode instance, when it goes through Pangolin."""
@@ -270,7 +288,7 @@ def _gateway_output(settings: Settings, *, publish_range: bool) -> dict[str, obj
     if publish_range and published is not None:
         out["gerbilPublishedPorts"] = f"{published}:{published}/tcp"
         entry_points.update({f"tcp-{port}": {"address": f":{port}/tcp"} for port in published})
-    entry = settings.connect_entry() if settings.connect is not None else None
+    entry = plan.entry if plan is not None else None
     if isinstance(entry, PangolinEntry):
         out["gerbilConnectPort"] = f"{entry.port}:{entry.port}/tcp"
         entry_points[f"tcp-{entry.port}"] = {"address": f":{entry.port}/tcp"}
@@ -320,14 +338,14 @@ def _firewall_args(fw: FirewallOn, sources: Sources, priority: pulumi.Input[int]
     return FirewallRuleArgs(resource_group=fw.resource_group, nsg_name=fw.nsg_name, sources=sources, priority=priority)
 
 
-def _entry_args(settings: Settings, org: OrgView, *, project: str, stack: str) -> ConnectEntryArgs:
+def _entry_args(settings: Settings, plan: _ConnectPlan, org: OrgView, *, project: str, stack: str) -> ConnectEntryArgs:
     fw = settings.firewall
     firewall = None
     if isinstance(fw, FirewallOn):
         firewall = _firewall_args(fw, fw.source_cidrs, connect_priority(settings.ports.range, fw.priority_base))
     return ConnectEntryArgs(
-        gateway=settings.connect_gateway(),
-        entry=settings.connect_entry(),
+        gateway=plan.gateway,
+        entry=plan.entry,
         pangolin=_pangolin_args(settings, org, connect_resource_name(project, stack)),
         firewall=firewall,
         skip_await=settings.kubernetes.skip_await,
@@ -336,7 +354,7 @@ def _entry_args(settings: Settings, org: OrgView, *, project: str, stack: str) -
 
 def _connect_instance_args(
     settings: Settings,
-    connect: Connect,
+    plan: _ConnectPlan,
     inst: ConnectModeInstance,
     authorities: dict[int, SshHostCa],
     *,
@@ -351,9 +369,9 @@ def _connect_instance_args(
         user=inst.user,
         target=settings.connect_target(inst),
         route=route,
-        gateway=settings.connect_gateway(),
-        entry=settings.connect_entry(),
-        server_alive_interval=connect.server_alive_interval,
+        gateway=plan.gateway,
+        entry=plan.entry,
+        server_alive_interval=plan.settings.server_alive_interval,
         host_key=inst.host_key,
         host_identity=_host_identity_args(
             settings, inst, authorities, key_id=key_id, names=connect_principals(route.authority, inst.name)

@@ -24,6 +24,7 @@ from ssh_gateway.core.names import (
 )
 from ssh_gateway.core.org import Binding, OrgView
 from ssh_gateway.core.outputs import GatewayKind, Routing, Via, read_outputs
+from ssh_gateway.core.settings import translate
 
 from .conftest import RecordingMocks
 from .test_program import run_program, settings
@@ -293,6 +294,23 @@ def test_what_100_instances_cost_in_each_mode(
     counts = (len(public_ports), len(rules), len(entry_points))
     assert counts == expected, counts
     assert len(mocks.of_type(PANGOLIN_TYPE)) == len(public_ports)
+
+
+@pytest.mark.usefixtures("mocks")
+def test_the_connect_entry_is_translated_once_per_run_not_per_instance(monkeypatch: pytest.MonkeyPatch) -> None:
+    """100 connect-mode instances share one gateway and one entry: `build` translates each from the settings once
+    and hands the same objects to the entry and every instance."""
+    calls = {"connect_gateway": 0, "connect_entry": 0}
+    for name in calls:
+        real = getattr(translate, name)
+
+        def counted(*args: Any, _real: Any = real, _name: str = name) -> Any:
+            calls[_name] += 1
+            return _real(*args)
+
+        monkeypatch.setattr(translate, name, counted)
+    run_program(connect_settings(ports={"range": "40000-40099"}, instances=hundred("connect")))
+    assert calls == {"connect_gateway": 1, "connect_entry": 1}
 
 
 # --- connect.gateway.kind: envoy -----------------------------------------------------------------------------------

@@ -131,10 +131,9 @@ def register_demo(commands: Commands) -> None:
 
 
 def _run_doctor(args: argparse.Namespace) -> int:
-    from ssh_gateway.ops.doctor.__main__ import main as doctor
+    from ssh_gateway.ops.doctor.__main__ import run as doctor
 
-    argv = ["--stack", args.stack, "--timeout", str(args.timeout), *(["--json"] if args.json else [])]
-    return doctor(argv + [f"--instance={name}" for name in args.instance or []])
+    return doctor(args)
 
 
 def register_doctor(commands: Commands) -> None:
@@ -152,10 +151,10 @@ def register_doctor(commands: Commands) -> None:
         },
         run=_run_doctor,
     )
-    parser.add_argument("--stack", required=True, help="the stack whose outputs to check")
-    parser.add_argument("--json", action="store_true", help="the findings as JSON")
-    parser.add_argument("--timeout", type=float, default=3.0, help="seconds per instance (default: %(default)s)")
-    parser.add_argument("--instance", action="append", metavar="NAME", help="only this instance (repeatable)")
+    # Its arguments are the tool's own, defined once there (the module loads no Pulumi SDK).
+    from .doctor.arguments import add_arguments
+
+    add_arguments(parser)
 
 
 def _run_drift_check(args: argparse.Namespace) -> int:

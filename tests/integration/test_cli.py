@@ -68,6 +68,19 @@ def test_help_runs_from_the_venv() -> None:
     assert nothing.returncode == 2 and "usage: ssh-gateway" in nothing.stderr
 
 
+def test_the_parser_loads_no_pulumi_sdk() -> None:
+    """Every command registers its parser (the doctor's and drift-check's included) without the Pulumi SDK, which
+    takes seconds to import: `--help` stays instant."""
+    probe = (
+        "import sys; from ssh_gateway.ops.cli import build_parser; build_parser(); "
+        "print(sorted(m for m in sys.modules if m == 'pulumi' or m.startswith('pulumi.')))"
+    )
+    python = REPO / ".venv" / "bin" / "python"
+    result = subprocess.run([str(python), "-c", probe], capture_output=True, text=True, check=False, cwd=REPO)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"
+
+
 def test_ssh_config_writes_blocks_ssh_reads_and_a_second_run_changes_nothing(
     emulator: EmulatorHandle, make_stack: StackFactory, tmp_path: Path
 ) -> None:

@@ -17,6 +17,7 @@ from ssh_gateway.core.outputs import read_outputs
 from ssh_gateway.ops.automation import workspace_options
 from ssh_gateway.plumbing.toolchain import REPO, ToolchainMissing
 
+from .arguments import add_arguments
 from .diagnose import diagnose
 from .model import endpoints_from_outputs
 from .report import as_json, render
@@ -28,22 +29,16 @@ def _parser() -> argparse.ArgumentParser:
         description="Check every instance of a stack along the ssh path and name the first broken layer: "
         "dns, tcp, connect (connect-mode instances), banner, hostidentity, hostkey, pangolin.",
     )
-    parser.add_argument("--stack", required=True, help="the stack whose outputs to check, e.g. local")
-    parser.add_argument("--json", action="store_true", help="print the findings as JSON")
-    parser.add_argument(
-        "--timeout",
-        type=float,
-        default=3.0,
-        help="seconds for all of one instance's checks; instances run in parallel (default: %(default)s)",
-    )
-    parser.add_argument("--instance", action="append", metavar="NAME", help="check only this instance (repeatable)")
+    add_arguments(parser)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    if args.timeout <= 0:
-        _parser().error("--timeout must be positive")
+    return run(_parser().parse_args(argv))
+
+
+def run(args: argparse.Namespace) -> int:
+    """The doctor on parsed arguments (`add_arguments`): what `main` and `ssh-gateway doctor` run."""
     started = time.monotonic()
     try:
         stack = auto.select_stack(args.stack, work_dir=str(REPO), opts=workspace_options())

@@ -34,8 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from pangolin_emulator.harness import EmulatorHandle, running_emulator
-from ssh_gateway.ops.toolchain import REPO
 from ssh_gateway.ops.up import first_up_env
+from ssh_gateway.plumbing.toolchain import REPO
 
 from . import state_parts
 from .stacks import FIRST_PORT, Bench, Clock, Options, clocked, instance_names, open_program, program_config
@@ -134,23 +134,24 @@ def shards_timing(tmp: Path, total: int, shards: int) -> Shards:
 
             def all_at_once() -> None:
                 started = time.perf_counter()
+                # Each process's output to a file: pipes read one after the other could fill and stall a shard.
+                logs = [tmp / f"shard-{k}.log" for k in range(len(benches))]
                 processes = [
                     subprocess.Popen(  # noqa: S603 - this interpreter, the project's own module
                         [sys.executable, "-m", "ssh_gateway.ops.up", "--stack", bench.stack.name],
                         cwd=REPO,
                         env=os.environ,
-                        stdout=subprocess.DEVNULL,
-                        stderr=subprocess.PIPE,
-                        text=True,
+                        stdout=log.open("w"),
+                        stderr=subprocess.STDOUT,
                     )
-                    for bench in benches
+                    for bench, log in zip(benches, logs, strict=True)
                 ]
                 failures = []
-                for process in processes:
-                    _, err = process.communicate()
+                for process, log in zip(processes, logs, strict=True):
+                    process.wait()
                     durations.append(time.perf_counter() - started)
                     if process.returncode != 0:
-                        failures.append(err.strip().splitlines()[-5:])
+                        failures.append(log.read_text().strip().splitlines()[-5:])
                 if failures:
                     raise RuntimeError(f"{len(failures)} shard(s) failed: {failures}")
 

@@ -26,7 +26,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from .toolchain import REPO, ToolchainMissing, pulumi_env
+from ssh_gateway.plumbing.toolchain import REPO, ToolchainMissing, pulumi_env
 
 __all__ = ["SKIP_CHECKPOINTS", "first_up_env", "holds_resources", "main", "register"]
 

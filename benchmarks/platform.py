@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -35,7 +34,7 @@ from typing import Any
 
 from pangolin_emulator.harness import EmulatorHandle, running_emulator
 from ssh_gateway.ops.up import first_up_env
-from ssh_gateway.plumbing.toolchain import REPO
+from ssh_gateway.plumbing.toolchain import REPO, pulumi_env
 
 from . import state_parts
 from .stacks import FIRST_PORT, Bench, Clock, Options, clocked, instance_names, open_program, program_config
@@ -116,19 +115,37 @@ class Shards:
     backend: str
 
 
+@contextmanager
+def shared_backend(tmp: Path) -> Iterator[tuple[str, dict[str, str]]]:
+    """Azure Blob through Azurite (`ssh_gateway.local.azurite`) when the bootstrap installed it, else the file
+    backend: (its name, the environment that points pulumi at it)."""
+    try:
+        from ssh_gateway.local.azurite import running_azurite
+        from ssh_gateway.plumbing.toolchain import ToolchainMissing, toolchain_binary
+
+        toolchain_binary("SSH_GATEWAY_AZURITE_BLOB")
+    except (ImportError, ToolchainMissing) as exc:
+        log(f"no Azurite ({exc}): the shards run on the file backend")
+        yield "file", {}
+        return
+    with running_azurite(tmp / "azurite") as azurite:
+        yield "Azurite (Azure Blob)", azurite.env()
+
+
 def shards_timing(tmp: Path, total: int, shards: int) -> Shards:
     """`total` instances as `shards` stacks of one emulator, each with its own port sub-range and names, each
-    `up` by its own `ssh-gateway up` process, all started at once; the wall time until the last one ends."""
+    `up` by its own `ssh-gateway up` process on the shared backend, all started at once; the wall time until
+    the last one ends."""
     per_shard = total // shards
     log(f"{shards} shards of {per_shard}: one `ssh-gateway up` process each, at once")
-    with emulator(tmp, "shards") as emu:
+    with emulator(tmp, "shards") as emu, shared_backend(tmp) as (backend, backend_env):
         benches = []
         for k in range(shards):
             first = FIRST_PORT + k * 2 * per_shard
             config = program_config(
                 emu, instance_names(per_shard, k * per_shard), ports=(first, first + 2 * per_shard - 1)
             )
-            benches.append(open_program(f"platform-shard-{k}", emu, config))
+            benches.append(open_program(f"platform-shard-{k}", emu, config, Options(env=backend_env)))
         try:
             durations: list[float] = []
 
@@ -138,9 +155,9 @@ def shards_timing(tmp: Path, total: int, shards: int) -> Shards:
                 logs = [tmp / f"shard-{k}.log" for k in range(len(benches))]
                 processes = [
                     subprocess.Popen(  # noqa: S603 - this interpreter, the project's own module
-                        [sys.executable, "-m", "ssh_gateway.ops.up", "--stack", bench.stack.name],
+                        [sys.executable, "-m", "ssh_gateway.ops.up", "--ambient", "--stack", bench.stack.name],
                         cwd=REPO,
-                        env=os.environ,
+                        env={**pulumi_env(), **backend_env},
                         stdout=log.open("w"),
                         stderr=subprocess.STDOUT,
                     )
@@ -156,7 +173,7 @@ def shards_timing(tmp: Path, total: int, shards: int) -> Shards:
                     raise RuntimeError(f"{len(failures)} shard(s) failed: {failures}")
 
             clock = clocked(all_at_once)
-            return Shards(clock, max(durations), len(emu.doubly_bound_ports()), "file")
+            return Shards(clock, max(durations), len(emu.doubly_bound_ports()), backend)
         finally:
             for bench in benches:
                 bench.discard()

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
@@ -67,9 +68,10 @@ def _export(stack: str, work_dir: Path, env: Mapping[str, str]) -> dict[str, Any
     return exported
 
 
-def up(stack: str, extra: Sequence[str] = (), *, work_dir: Path = REPO) -> int:
-    """`pulumi up --yes --stack STACK [extra]`, checkpoints skipped on a first `up`; pulumi's exit code."""
-    env = pulumi_env()
+def up(stack: str, extra: Sequence[str] = (), *, ambient: bool = False, work_dir: Path = REPO) -> int:
+    """`pulumi up --yes --stack STACK [extra]`, checkpoints skipped on a first `up`; pulumi's exit code.
+    `ambient`: the pulumi on PATH with the environment's backend and secrets (CI), not the offline toolchain."""
+    env = dict(os.environ) if ambient else pulumi_env()
     added = first_up_env(_export(stack, work_dir, env))
     if added:
         print(
@@ -90,13 +92,18 @@ def up(stack: str, extra: Sequence[str] = (), *, work_dir: Path = REPO) -> int:
 
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--stack", required=True, help="the stack to update")
+    parser.add_argument(
+        "--ambient",
+        action="store_true",
+        help="the pulumi on PATH with the environment's backend and secrets (CI), not the offline toolchain",
+    )
     parser.add_argument("extra", nargs=argparse.REMAINDER, help="more `pulumi up` arguments, after `--`")
 
 
 def _run(args: argparse.Namespace) -> int:
     extra = [a for a in args.extra if a != "--"]
     try:
-        return up(str(args.stack), extra)
+        return up(str(args.stack), extra, ambient=bool(args.ambient))
     except (ToolchainMissing, LookupError) as exc:
         print(f"up: {exc}", file=sys.stderr)
         return CANNOT_RUN
@@ -108,7 +115,8 @@ _DESCRIPTION: Final = (
     "If a run dies: `ssh-gateway recover`, then `ssh-gateway up` again."
 )
 _EPILOG: Final = (
-    "examples:\n  ssh-gateway up --stack dev\n  ssh-gateway up --stack dev -- --parallel 16\n\n"
+    "examples:\n  ssh-gateway up --stack dev\n  ssh-gateway up --ambient --stack prod-a   # CI: its backend, its CLI\n"
+    "  ssh-gateway up --stack dev -- --parallel 16\n\n"
     "exit codes:\n  0  the update succeeded\n  2  cannot run: no toolchain, no such stack\n"
     "  *  pulumi up failed with that code (recover, then up again, if it was interrupted)"
 )

@@ -43,6 +43,7 @@ __all__ = [
     "host_ca_name",
     "host_key_secret_name",
     "instance_of",
+    "nsg_rule_name",
     "owner_prefix",
     "pangolin_resource_name",
     "public_host",
@@ -156,6 +157,11 @@ def public_host(template: str, instance: str) -> str:
 def host_key_secret_name(instance: str) -> str:
     """The Kubernetes Secret holding an instance's host key and certificate, next to its Service."""
     return f"ssh-{instance}-host-key"
+
+
+def nsg_rule_name(instance: str) -> str:
+    """The Azure NSG inbound rule of an instance's public port (the CONNECT port's is `CONNECT_RULE_NAME`)."""
+    return f"ssh-gateway-{instance}"
 
 
 def host_ca_name(generation: int) -> str:

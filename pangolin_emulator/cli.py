@@ -33,8 +33,8 @@ On start it prints one JSON line to stdout:
   {"url": ".../v1", "admin": ".../__emulator", "org_id": ..., "site_id": ..., "domain_id": ...}
 and serves until SIGTERM or SIGINT (exit 0). Like Pangolin 1.17+, GET /v1/openapi.json (and
 .yaml) need no key; the document lists the routes this emulator serves. The test-only admin
-API under /__emulator has no auth: GET counters, POST counters/reset, GET doubly-bound,
-GET|POST faults, GET state.
+API under /__emulator has no auth: GET counters, POST counters/reset, GET doubly-bound, GET doubly-routed,
+GET|POST faults, GET|POST gate, POST gate/open, GET state.
 """
 
 

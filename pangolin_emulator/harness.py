@@ -126,6 +126,23 @@ class EmulatorHandle:
     def doubly_bound_ports(self) -> dict[int, list[int]]:
         return {int(port): ids for port, ids in self._admin("GET", "doubly-bound").items()}
 
+    def doubly_routed_ports(self) -> dict[int, list[int]]:
+        """Ports that two enabled TCP resources with an enabled target bind: two Traefik routers on one port."""
+        return {int(port): ids for port, ids in self._admin("GET", "doubly-routed").items()}
+
+    def arm_gate(self, route: str, parties: int = 2, timeout: float = 20.0) -> None:
+        """Hold calls of `route` (a counter key, e.g. "GET /v1/org/{orgId}/resources") until `parties` of them
+        wait, then let them all go on; each is held `timeout` seconds at most (`pangolin_emulator.gate`)."""
+        self._admin("POST", "gate", {"route": route, "parties": parties, "timeout": timeout})
+
+    def gate(self) -> dict[str, Any]:
+        """`{"armed": {...} | None, "waiting": n, "met": n, "timedOut": n}`."""
+        gate: dict[str, Any] = self._admin("GET", "gate")
+        return gate
+
+    def disarm_gate(self) -> None:
+        self._admin("POST", "gate/open")
+
     def set_faults(
         self,
         rate: float,

@@ -19,9 +19,11 @@ from ssh_gateway.core.names import PANGOLIN_TYPE, owner_prefix
 from ssh_gateway.ops.toolchain import REPO, pulumi_env
 
 from .cli import run
+from .sampler import Probe
 
 ALL_FAULTS = ("500", "429", "timeout", "reset", "timeout-after-write")
 PUT_RESOURCE = "PUT /v1/org/{orgId}/resource"
+LIST_RESOURCES = "GET /v1/org/{orgId}/resources"
 
 
 @dataclass(frozen=True)
@@ -72,10 +74,14 @@ def audit(emulator: EmulatorHandle, stack: auto.Stack, instances: list[str]) -> 
     )
 
 
-def names_in(emulator: EmulatorHandle, stack: auto.Stack) -> int:
-    """How many Pangolin resources are named for `stack`."""
-    prefix = owner_prefix(stack.workspace.project_settings().name, stack.name)
-    return sum(str(r["name"]).startswith(prefix) for r in emulator.state()["resources"])
+def routed_twice(emulator: EmulatorHandle) -> Probe:
+    """Ports that two enabled resources with an enabled target bind: two Traefik routers on one entry point."""
+    return Probe("routed twice", lambda: str(found) if (found := emulator.doubly_routed_ports()) else None)
+
+
+def claimed_twice(emulator: EmulatorHandle) -> Probe:
+    """Ports that two enabled resources bind, a target or not: a contest in progress (not a fault by itself)."""
+    return Probe("claimed twice", lambda: str(found) if (found := emulator.doubly_bound_ports()) else None)
 
 
 def start_up(stack: auto.Stack, log: Path, *extra: str) -> subprocess.Popen[bytes]:

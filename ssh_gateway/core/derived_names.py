@@ -31,15 +31,14 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from .names import CONNECT_ENTRY, host_key_secret_name, nsg_rule_name, public_host, service_name
-
-if TYPE_CHECKING:
-    from .settings import Settings
+from .settings import NAMESPACE, Settings, SettingsError
 
 __all__ = [
     "NameProblem",
+    "check_derived_names",
     "check_dns_name",
     "derived_name_problem",
     "nsg_rule_problem",
@@ -141,3 +140,10 @@ def derived_name_problem(settings: Settings) -> NameProblem | None:
         if problem is not None:
             return NameProblem("gateway.hostTemplate", problem)
     return None
+
+
+def check_derived_names(settings: Settings) -> None:
+    """Raise a `SettingsError` (as `parse_settings` does) naming the first derived name that breaks its rule."""
+    problem = derived_name_problem(settings)
+    if problem is not None:
+        raise SettingsError(f"invalid stack config:\n  {NAMESPACE}:{problem.key}: {problem.message}")

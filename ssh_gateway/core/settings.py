@@ -45,7 +45,6 @@ from .connect import (
     namespace_hosts,
 )
 from .credentials import API_KEY_CONFIG
-from .derived_names import derived_name_problem
 from .firewall import (
     AZURE_PRIORITY_MAX,
     AZURE_PRIORITY_MIN,
@@ -577,8 +576,6 @@ class Settings(_Model):
                 f"duplicate name(s) {', '.join(dupes)}; each instance needs its own name (its Service, and in "
                 "connect mode its CONNECT authority, are named after it)",
             )
-        if (derived := derived_name_problem(self)) is not None:
-            raise _problem(derived.key, derived.message)
         self._check_connect()
         for index, inst in enumerate(self.instances):
             if isinstance(inst, ConnectModeInstance):

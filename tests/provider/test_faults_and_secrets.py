@@ -50,22 +50,25 @@ def _creates_under_faults(
     provider: PangolinTcpProvider, emulator: EmulatorHandle, kinds: tuple[str, ...], *, seed: int, delay: float
 ) -> dict[str, str]:
     """Ten or more creates with 30% of the calls faulted, until both creates (resource and target) were faulted
-    (the draws depend on how many pages each listing takes, so on what the org holds); every one must succeed.
+    (the draws depend on how many pages each claim's listing takes, so on what the org holds); every one must
+    succeed.
     Name -> resource id."""
     provider.create(inputs(emulator))  # learn the dialect without faults
     emulator.reset_counters()
     emulator.set_faults(0.3, seed=seed, kinds=kinds, delay=delay)
     made: dict[str, str] = {}
-    while len(made) < 10 or (len(made) < 30 and not _both_creates_faulted(emulator)):
+    while len(made) < 10 or (len(made) < 40 and not _both_creates_faulted(emulator, kinds)):
         props = inputs(emulator)
         made[props["name"]] = provider.create(props).id
     emulator.set_faults(0.0)
     return made
 
 
-def _both_creates_faulted(emulator: EmulatorHandle) -> bool:
+def _both_creates_faulted(emulator: EmulatorHandle, kinds: tuple[str, ...]) -> bool:
+    """Both creates were faulted, and a resource create lost its answer after the write if that kind is on."""
     hits = emulator.fault_counters_by_route_and_kind()
-    return all(sum(hits.get(route, {}).values()) > 0 for route in (_PUT_RESOURCE, _PUT_TARGET))
+    after_write = "timeout-after-write" not in kinds or hits.get(_PUT_RESOURCE, {}).get("timeout-after-write", 0) > 0
+    return after_write and all(sum(hits.get(route, {}).values()) > 0 for route in (_PUT_RESOURCE, _PUT_TARGET))
 
 
 def _assert_one_each(emulator: EmulatorHandle, made: dict[str, str]) -> None:

@@ -7,7 +7,13 @@ from typing import Any
 
 import pytest
 
-from ssh_gateway.core.derived_names import check_dns_name, nsg_rule_problem, secret_problem, service_problem
+from ssh_gateway.core.derived_names import (
+    check_derived_names,
+    check_dns_name,
+    nsg_rule_problem,
+    secret_problem,
+    service_problem,
+)
 from ssh_gateway.core.settings import SettingsError, parse_settings
 
 pytestmark = pytest.mark.unit
@@ -28,7 +34,7 @@ def _raw(instance: dict[str, Any], **overrides: Any) -> dict[str, Any]:
 
 def _refusal(instance: dict[str, Any], **overrides: Any) -> str:
     with pytest.raises(SettingsError) as raised:
-        parse_settings(_raw(instance, **overrides))
+        check_derived_names(parse_settings(_raw(instance, **overrides)))
     [line] = str(raised.value).splitlines()[1:]
     return line.strip()
 
@@ -44,7 +50,7 @@ def test_a_60_character_name_is_refused_for_its_service_name(target: str) -> Non
 
 
 def test_59_characters_make_a_service_name_of_63_which_passes() -> None:
-    parse_settings(_raw({"name": "g" * 59}))
+    check_derived_names(parse_settings(_raw({"name": "g" * 59})))
 
 
 def test_a_static_instance_has_no_service_but_its_public_host_label_is_checked() -> None:
@@ -73,7 +79,7 @@ def test_the_connect_authority_is_checked_as_a_dns_name() -> None:
     assert line.startswith(f"ssh-gateway:instances[0].name: instance '{'c' * 59}' makes the CONNECT authority ")
     assert "over DNS's 253 for a name" in line, line
     too_long = _refusal({"name": "c" * 60, "routing": "connect"}, connect=connect)
-    assert "makes the Service name" in too_long and "use at most 59 characters" in too_long, too_long
+    assert "instance name" in too_long and "1-59" in too_long, too_long  # parse_settings' own check comes first
 
 
 def test_the_connect_entry_public_host_comes_from_the_template() -> None:
@@ -83,11 +89,13 @@ def test_the_connect_entry_public_host_comes_from_the_template() -> None:
     )
     assert line.startswith("ssh-gateway:gateway.hostTemplate: the CONNECT entry's public host"), line
     # An explicit connect.public.host is the entry's name instead, and the template is not used for it.
-    parse_settings(
-        _raw(
-            {"name": "a", "routing": "connect"},
-            connect={"public": {"port": 40443, "host": "connect.example.com"}},
-            gateway={"hostTemplate": template},
+    check_derived_names(
+        parse_settings(
+            _raw(
+                {"name": "a", "routing": "connect"},
+                connect={"public": {"port": 40443, "host": "connect.example.com"}},
+                gateway={"hostTemplate": template},
+            )
         )
     )
 

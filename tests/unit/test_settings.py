@@ -415,7 +415,7 @@ def test_connect_entry_is_a_union_tagged_by_via() -> None:
         ),
         (
             {"instances": [{"name": "a" * 60, "routing": "connect"}]},
-            f"ssh-gateway:instances[0].name: instance '{'a' * 60}' makes the Service name",
+            "ssh-gateway:instances[0].name: instance name 'aaaa",
         ),
         (
             {"instances": [{"name": "a", "routing": "connect"}, {"name": "a", "routing": "connect"}]},

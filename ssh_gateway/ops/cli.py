@@ -219,6 +219,36 @@ def register_local_cluster(commands: Commands) -> None:
     parser.add_argument("command", choices=("start", "stop", "status"))
 
 
+def _run_local_backend(args: argparse.Namespace) -> int:
+    from ssh_gateway.local.azurite import main as local_backend
+
+    return local_backend([args.command])
+
+
+def register_local_backend(commands: Commands) -> None:
+    parser = add_command(
+        commands,
+        "local-backend",
+        summary="a local Azure Blob state backend (Azurite) for the stacks, shared as a team shares one",
+        description="azurite-blob (scripts/bootstrap azurite) on 127.0.0.1:10000 with the container pulumi-state, "
+        "data and log under .pulumi-state/local-backend/; prints the AZURE_STORAGE_ACCOUNT, AZURE_STORAGE_KEY "
+        "(the emulator's published dev account) and PULUMI_BACKEND_URL to export (docs/shared-backends.md). "
+        "`status` exits 3 when it is not running.",
+        examples=[
+            "ssh-gateway local-backend start",
+            "ssh-gateway local-backend status",
+            "ssh-gateway local-backend stop",
+        ],
+        codes={
+            OK: "started, stopped, or running with its container",
+            FINDING: "it failed to start, or it runs without its container",
+            REFUSED: "(status) it is not running",
+        },
+        run=_run_local_backend,
+    )
+    parser.add_argument("command", choices=("start", "stop", "status"))
+
+
 # --- preview-summary ------------------------------------------------------------------------------------------
 
 
@@ -309,11 +339,11 @@ def register_preview_summary(commands: Commands) -> None:
 # --- ssh-config -----------------------------------------------------------------------------------------------
 
 
-def _outputs_of(stack: str, outputs_file: Path | None) -> dict[str, Any]:
-    if outputs_file is not None:
-        document = json.loads(outputs_file.read_text())
+def _outputs_of(stack: str, outputs_file: Path | None, *, ambient: bool = False) -> dict[str, Any]:
+    if outputs_file is not None or ambient:
+        document = json.loads(outputs_file.read_text() if outputs_file is not None else _ambient_outputs(stack))
         if not isinstance(document, dict):
-            raise ValueError(f"{outputs_file}: not the JSON object `pulumi stack output --json` prints")
+            raise ValueError(f"{outputs_file or stack}: not the JSON object `pulumi stack output --json` prints")
         return document
     from pulumi import automation as auto
 
@@ -325,6 +355,17 @@ def _outputs_of(stack: str, outputs_file: Path | None) -> dict[str, Any]:
     except auto.StackNotFoundError:
         raise ValueError(f"no stack {stack!r} in the backend ({pulumi_env()['PULUMI_BACKEND_URL']})") from None
     return {key: value.value for key, value in selected.outputs().items()}
+
+
+def _ambient_outputs(stack: str) -> str:
+    """`pulumi stack output --json` with the environment's pulumi and backend (a shared one, e.g. azblob://)."""
+    argv = ["pulumi", "stack", "output", "--json", "--non-interactive", "--stack", stack]
+    done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, check=False)  # noqa: S603
+    if done.returncode != 0:
+        raise ValueError(
+            " ".join(done.stderr.strip().splitlines()[-2:]) or f"`pulumi stack output` exit {done.returncode}"
+        )
+    return done.stdout
 
 
 def _run_ssh_config(args: argparse.Namespace) -> int:
@@ -340,7 +381,7 @@ def _run_ssh_config(args: argparse.Namespace) -> int:
             stacks[stack] = None
             continue
         try:
-            outputs = _outputs_of(stack, args.outputs)
+            outputs = _outputs_of(stack, args.outputs, ambient=args.ambient)
         except (ValueError, OSError) as exc:
             _say_error(f"cannot read the outputs of stack {stack}: {exc}")
             return CANNOT_RUN
@@ -414,6 +455,7 @@ def register_ssh_config(commands: Commands) -> None:
             "ssh-gateway ssh-config --stack dev --stack prod --write",
             "ssh-gateway ssh-config --stack dev --include --write   # ~/.ssh/config.d/ssh-gateway-dev",
             "ssh-gateway ssh-config --stack dev --remove --write    # take the stack out again",
+            "ssh-gateway ssh-config --ambient --stack prod-a --stack prod-b --write   # shards on a shared backend",
             "pulumi stack output --json -s dev > out.json && ssh-gateway ssh-config --stack dev --outputs out.json",
         ],
         codes={
@@ -431,6 +473,7 @@ def register_ssh_config(commands: Commands) -> None:
     parser.add_argument("--include", action="store_true", help="one file per stack under ~/.ssh/config.d/")
     parser.add_argument("--remove", action="store_true", help="remove the stacks' sections, files and known_hosts")
     parser.add_argument("--outputs", type=Path, help="the stack's `pulumi stack output --json`, for other backends")
+    _ambient(parser)
     parser.add_argument("--json", action="store_true", help="the plan (files, changed, diff) as JSON")
 
 
@@ -575,6 +618,13 @@ def register_instances(commands: Commands) -> None:
     add.add_argument("--host-key", help="the pinned public host key, `ssh-ed25519 AAAA...`")
 
 
+def register_shards(commands: Commands) -> None:
+    # Standard library only, so the workflows' listing job runs it without a bootstrap.
+    from . import shards
+
+    shards.register(commands)
+
+
 def register_recover(commands: Commands) -> None:
     # Its parser, help, exit codes and handler live with the recovery code; the module imports no Pulumi SDK.
     from . import recover
@@ -594,7 +644,9 @@ COMMANDS: Final[tuple[Register, ...]] = (
     register_ssh_config,
     register_instances,
     register_recover,
+    register_shards,
     register_local_cluster,
+    register_local_backend,
 )
 """Every subcommand, in the order --help lists them."""
 

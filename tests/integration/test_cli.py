@@ -23,7 +23,18 @@ pytestmark = pytest.mark.integration
 SSH_GATEWAY = REPO / ".venv" / "bin" / "ssh-gateway"
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIAi5LozFLqWuY6k4TyD1C+Oys0CW2N2WqpjyAxjMsw+d"
 USER_CONFIG = b"# my own\nServerAliveInterval 42\n\nHost mine\n    HostName mine.example.org\n    User me\n"
-COMMANDS = ("demo", "doctor", "drift-check", "preview-summary", "ssh-config", "instances", "recover", "local-cluster")
+COMMANDS = (
+    "demo",
+    "doctor",
+    "drift-check",
+    "preview-summary",
+    "ssh-config",
+    "instances",
+    "recover",
+    "shards",
+    "local-cluster",
+    "local-backend",
+)
 
 
 def cli(*args: str, home: Path | None = None) -> subprocess.CompletedProcess[str]:

@@ -18,15 +18,12 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pangolin_emulator.bindings import doubly_bound, doubly_routed
 from pangolin_emulator.faults import FaultConfig, FaultInjector, parse_kinds
 from pangolin_emulator.gate import Gate, GateConfig
 from pangolin_emulator.store import Store
-
-if TYPE_CHECKING:
-    from pangolin_emulator.server import App
 
 __all__ = ["ADMIN_PREFIX", "handle_admin"]
 
@@ -68,9 +65,10 @@ def _arm_gate(gate: Gate, body: object) -> dict[str, object]:
     return gate.snapshot()
 
 
-def handle_admin(app: App, method: str, path: str, body: object) -> tuple[int, Any]:
+def handle_admin(
+    store: Store, faults: FaultInjector, gate: Gate, method: str, path: str, body: object
+) -> tuple[int, Any]:
     """(status, JSON body) for an admin request; 404 for anything unknown, 400 for bad input."""
-    store, faults, gate = app.store, app.faults, app.gate
     route = f"{method} {path.removeprefix(ADMIN_PREFIX).strip('/')}"
     try:
         if route == "GET counters":

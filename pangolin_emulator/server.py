@@ -193,7 +193,7 @@ class _Handler(BaseHTTPRequestHandler):
             body = json.loads(raw) if raw else None
         except json.JSONDecodeError as exc:
             return _json_answer(400, {"error": f"invalid JSON: {exc}"})
-        status, data = handle_admin(app, self.command, path, body)
+        status, data = handle_admin(app.store, app.faults, app.gate, self.command, path, body)
         return _json_answer(status, data)
 
     def _apply_fault(self, kind: str) -> None:

@@ -36,8 +36,9 @@ def sanitize(name: str) -> str:
 
 
 def traefik_config(resources: list[Row], targets: list[Row]) -> dict[str, Any]:
-    """The `tcp` and `udp` parts of the payload for these stored rows (the `http` part holds HTTP resources'
-    routers and middlewares, which the emulator has none of, so it stays empty)."""
+    """The `tcp` and `udp` parts of the payload for these stored rows, each only when it has a router: Traefik's
+    HTTP provider refuses the whole payload when it holds an empty map ("routers cannot be a standalone
+    element"), so an empty part is left out, as is the `http` part (the emulator has no HTTP resource)."""
     servers: dict[int, list[dict[str, str]]] = {}
     for target in sorted(targets, key=lambda t: int(t["targetId"])):
         if target["enabled"]:
@@ -55,4 +56,4 @@ def traefik_config(resources: list[Row], targets: list[Row]) -> dict[str, Any]:
             router["rule"] = "HostSNI(`*`)"
         parts[mode]["routers"][f"{key}-router"] = router
         parts[mode]["services"][f"{key}-service"] = {"loadBalancer": {"servers": ours}}
-    return {"http": {"routers": {}, "services": {}, "middlewares": {}}, **parts}
+    return {mode: part for mode, part in parts.items() if part["routers"]}

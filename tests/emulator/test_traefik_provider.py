@@ -41,7 +41,7 @@ def test_the_internal_port_serves_the_raw_resources_to_traefik_without_a_key(emu
         servers = emu122.traefik_config()["tcp"]["services"][f"{name}-service"]["loadBalancer"]["servers"]
         assert servers == [{"address": "127.0.0.2:22"}]
         assert client.post(f"/resource/{rid}", json={"enabled": False}).status_code == 200
-        tcp = emu122.traefik_config()["tcp"]
+        tcp = emu122.traefik_config().get("tcp", {"routers": {}, "services": {}})
         assert f"{name}-router" not in tcp["routers"] and f"{name}-service" not in tcp["services"]
         assert client.delete(f"/resource/{rid}").status_code == 200
 

@@ -317,7 +317,7 @@ class DetachedEmulator:
         self.log_file = directory / "emulator.log"
         self._api_key = api_key
         self._launch = _Launch(
-            directory, "1.22.0", True, True, parts.port, 0.0, 0, host=parts.hostname, seed_org=org_id
+            directory, "1.22.0", True, False, parts.port, 0.0, 0, host=parts.hostname, seed_org=org_id
         )
         self._pid = PidFile(directory / "emulator.pid", marker=str(directory / DB_NAME))
         self._internal_port_file = directory / "internal-port"

@@ -35,6 +35,7 @@ __all__ = [
     "TRAEFIK_KEY",
     "TraefikError",
     "TraefikProcess",
+    "detached_pid",
     "loopback_entry_points",
     "static_configuration",
     "stop_detached",

@@ -26,10 +26,10 @@ from typing import Any
 
 import yaml
 
-from ssh_gateway.ops.toolchain import toolchain_binary
+from ssh_gateway.plumbing.pidfile import PidFile
+from ssh_gateway.plumbing.toolchain import toolchain_binary
 
 from .envoy import free_port
-from .pidfile import PidFile
 
 __all__ = [
     "TRAEFIK_KEY",

@@ -578,9 +578,9 @@ def register_instances(commands: Commands) -> None:
 
 
 def register_gateway_config(commands: Commands) -> None:
-    from . import gateway_config  # its parser, help and handler live with it
+    from . import gateway_config  # its parser, help and handler live with it; it imports nothing of the CLI
 
-    gateway_config.register(commands)
+    gateway_config.register(commands, add_command, _outputs_of)
 
 
 def register_recover(commands: Commands) -> None:

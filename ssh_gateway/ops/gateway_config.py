@@ -26,15 +26,12 @@ import difflib
 import json
 import re
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 import yaml
-
-if TYPE_CHECKING:
-    from .cli import Commands
 
 __all__ = ["GatewayConfigError", "GatewayFile", "StackGateway", "plan", "register", "render_diff", "stack_gateway"]
 
@@ -42,6 +39,14 @@ TRAEFIK_FILE: Final = "traefik-entrypoints.yml"
 GERBIL_FILE: Final = "docker-compose.gerbil-ports.yml"
 _ENTRY_POINT: Final = re.compile(r"^tcp-(\d{1,5})$")
 _PUBLISHED: Final = re.compile(r"^(\d{1,5})(?:-(\d{1,5}))?:(\d{1,5})(?:-(\d{1,5}))?/tcp$")
+# The CLI's exit codes (ops/cli.py EXIT_CODES), as recover.py has them: this module must not import the CLI,
+# which imports it (no circle, pyproject.toml's import-linter contracts).
+OK: Final = 0
+CANNOT_RUN: Final = 2
+REFUSED: Final = 3
+
+ReadOutputs = Callable[[str, Path | None], dict[str, Any]]
+"""How the CLI reads a stack's outputs: (stack, a `pulumi stack output --json` file or None) -> outputs."""
 
 
 class GatewayConfigError(ValueError):
@@ -193,10 +198,7 @@ def _apply(files: Sequence[GatewayFile]) -> list[Path]:
 # --- the command ---------------------------------------------------------------------------------------------
 
 
-def _run(args: argparse.Namespace) -> int:
-    from .cli import CANNOT_RUN, OK, REFUSED
-    from .cli import _outputs_of as outputs_of  # the one way the commands read a stack's outputs
-
+def _run(args: argparse.Namespace, outputs_of: ReadOutputs) -> int:
     files_given: list[Path] = args.outputs or []
     if files_given and len(files_given) != len(args.stack):
         print("ssh-gateway: give one --outputs per --stack, in the same order", file=sys.stderr)
@@ -235,9 +237,14 @@ def _run(args: argparse.Namespace) -> int:
     return OK
 
 
-def register(commands: Commands) -> None:
-    from .cli import CANNOT_RUN, OK, REFUSED, add_command
+AddCommand = Callable[..., argparse.ArgumentParser]
+"""The CLI's `add_command`: a subcommand whose --help ends with its examples and exit codes."""
 
+
+def register(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser], add_command: AddCommand, outputs_of: ReadOutputs
+) -> None:
+    """Add `gateway-config` to the CLI, with its `add_command` and the one way it reads a stack's outputs."""
     parser = add_command(
         commands,
         "gateway-config",
@@ -257,7 +264,7 @@ def register(commands: Commands) -> None:
             CANNOT_RUN: "a stack's outputs cannot be read (no such stack, not deployed), or bad arguments",
             REFUSED: "refused, nothing written: two stacks claim one port",
         },
-        run=_run,
+        run=lambda args: _run(args, outputs_of),
     )
     parser.add_argument("--stack", action="append", required=True, help="a stack to include (repeatable)")
     parser.add_argument("--write", type=Path, metavar="DIR", help="write the files into DIR (default: diff only)")

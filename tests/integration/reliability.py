@@ -84,6 +84,12 @@ def claimed_twice(emulator: EmulatorHandle) -> Probe:
     return Probe("claimed twice", lambda: str(found) if (found := emulator.doubly_bound_ports()) else None)
 
 
+def names_in(emulator: EmulatorHandle, stack: auto.Stack) -> int:
+    """How many Pangolin resources are named for `stack`."""
+    prefix = owner_prefix(stack.workspace.project_settings().name, stack.name)
+    return sum(str(r["name"]).startswith(prefix) for r in emulator.state()["resources"])
+
+
 def start_up(stack: auto.Stack, log: Path, *extra: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     """`pulumi up` of `stack` (plus `extra` flags) in a session of its own, so that its whole process tree can be
     killed; `env` over the offline toolchain's (another backend, another PULUMI_HOME)."""

@@ -52,6 +52,7 @@ __all__ = [
     "EnvoyGateway",
     "EnvoyProcess",
     "StandaloneEnvoyProcess",
+    "admin_get",
     "apply_istio_patches",
     "detached_pid",
     "envoy_binary",
@@ -467,11 +468,7 @@ class EnvoyGateway(EnvoyProcess):
 
     def admin(self, path: str) -> str | None:
         """GET an admin endpoint; its body stripped, or None when the admin port does not answer."""
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.admin_port}{path}", timeout=2) as response:
-                return str(response.read().decode().strip())
-        except (urllib.error.URLError, OSError):
-            return None
+        return admin_get(self.admin_port, path)
 
     def stat(self, name: str) -> int | None:
         """One counter or gauge from admin `/stats`, by its exact name; None when Envoy has no such stat."""
@@ -485,6 +482,15 @@ class EnvoyGateway(EnvoyProcess):
     def __enter__(self) -> EnvoyGateway:
         self.start()
         return self
+
+
+def admin_get(admin_port: int, path: str) -> str | None:
+    """GET `path` on an Envoy's admin port on loopback; its body stripped, or None when it does not answer."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{admin_port}{path}", timeout=5) as response:
+            return str(response.read().decode().strip())
+    except (urllib.error.URLError, OSError):
+        return None
 
 
 def _accepts(port: int) -> bool:

@@ -16,6 +16,12 @@ helper `istio-envoyfilter patch`, scripts/toolchain/istio-envoyfilter/):
   `ignore_port_in_host_matching: true`, `validate_clusters: false`, plus the virtual hosts of the port's
   other traffic (by default one plain HTTP site, `web.example.com`, standing in for a VirtualService).
 
+Three facts of these decide whether the CONNECT route works, and tests/integration/test_istiod_gateway.py
+checks them against a real istiod's output (ssh_gateway/local/istiod.py): the route configuration's name
+(`http.<listener port>`: istiod names it after the pod port a Gateway server's Service port resolves to), the
+port's other virtual hosts (named `host:<server port>`, domains the bare host), and
+`ignore_port_in_host_matching: true`.
+
 istiod serves RDS over ADS; here Envoy reads the same RouteConfiguration from a file (a `path_config_source`),
 so the HCM keeps its RDS shape and a patch that replaces RDS (the seed's MERGE of a `route_config`) does here
 exactly what it does on a gateway. The clusters `outbound|22||<authority>` stand in for istiod's EDS clusters

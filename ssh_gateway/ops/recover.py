@@ -2,11 +2,11 @@
 
 What a killed `up` leaves, and what this command does about each, in this order:
 
-1. **A stale lock** (file backend): `the stack is currently locked by 1 lock(s)`. The lock file names the pid
-   and host of the `pulumi` process that took it. If that process is gone (or the pid now belongs to a process
-   that started after the lock was taken), the lock is removed. If it is alive, or the lock is another host's
-   and cannot be checked from here, nothing at all is changed and the command exits 3: an `up` that is really
-   running is never disturbed.
+1. **A stale lock** (file and Azure Blob backends: ssh_gateway/ops/state_backend.py): `the stack is currently
+   locked by 1 lock(s)`. The lock (a file, or a blob on Azure) names the pid and host of the `pulumi` process that
+   took it. If that process is gone (or the pid now belongs to a process that started after the lock was taken),
+   the lock is removed. If it is alive, or the lock is another host's and cannot be checked from here, nothing at
+   all is changed and the command exits 3: an `up` that is really running is never disturbed.
 2. **Broken files** (file backend): a 0-byte or unreadable `<stack>.json.attrs` (every command then fails with
    `failed to load checkpoint: EOF`) is rewritten from the checkpoint; an empty or truncated checkpoint is
    replaced by its `.bak` when that is sound (the broken one is kept beside it).
@@ -52,12 +52,14 @@ from typing import TYPE_CHECKING, Any, Final
 import yaml
 
 from ssh_gateway.core.names import PANGOLIN_TYPE
+from ssh_gateway.plumbing.toolchain import REPO, ToolchainMissing, pulumi_env
 
-from .file_backend import StackFiles, holder_state, stack_files
-from .toolchain import REPO, ToolchainMissing, pulumi_env
+from .file_backend import StackFiles
+from .stack_lock import holder_state
+from .state_backend import AzblobError, StackState, stack_state
 
 if TYPE_CHECKING:
-    from providers.pangolin.models import Resource
+    from .pangolin_api import Resource
 
 __all__ = ["EXIT_CODES", "Report", "main", "recover", "register"]
 
@@ -99,25 +101,32 @@ class _Stop(Exception):
         self.code = code
 
 
-def recover(stack: str, *, work_dir: Path = REPO) -> Report:
-    """Run the three steps on `stack`; never raises for a problem it can name (see `Report.exit_code`)."""
+def recover(stack: str, *, work_dir: Path = REPO, env: dict[str, str] | None = None) -> Report:
+    """Run the three steps on `stack`; never raises for a problem it can name (see `Report.exit_code`).
+
+    `env` is the pulumi environment (default: the offline toolchain's, whose backend is the local file one)."""
     report = Report(stack)
     try:
-        env = pulumi_env()
+        env = pulumi_env() if env is None else env
         project = str(yaml.safe_load((work_dir / "Pulumi.yaml").read_text())["name"])
         backend = env.get("PULUMI_BACKEND_URL", "")
-        if backend.startswith("file://"):
-            files = stack_files(backend, project, stack)
-            _clear_stale_locks(files, report)
-            _repair_files(files, report)
+        try:
+            state = stack_state(backend, project, stack, env)
+        except AzblobError as exc:
+            raise _Stop(CANNOT_RUN, f"cannot reach the stack's backend: {exc}") from None
+        if state is not None:
+            _clear_stale_locks(state, report)
         else:
-            report.done.append(
-                f"backend {backend.split('?')[0] or '(default)'} is not file://: locks and files untouched"
-            )
+            report.done.append(f"backend {backend.split('?')[0] or '(default)'} keeps its own locks: untouched")
+        if isinstance(state, StackFiles):
+            _repair_files(state, report)
         _settle_pending(stack, work_dir, env, report)
     except ToolchainMissing as exc:
         report.done.append(str(exc))
         report.exit_code = CANNOT_RUN
+    except AzblobError as exc:
+        report.done.append(f"cannot read the stack's locks, so nothing was changed: {exc}")
+        report.exit_code = FAILED
     except _Stop as stop:
         report.done.append(str(stop))
         report.exit_code = stop.code
@@ -127,9 +136,9 @@ def recover(stack: str, *, work_dir: Path = REPO) -> Report:
 # --- 1. the lock -------------------------------------------------------------------------------------------------
 
 
-def _clear_stale_locks(files: StackFiles, report: Report) -> None:
-    if not files.checkpoint.exists():
-        raise _Stop(CANNOT_RUN, f"no stack {files.stack!r} of project {files.project!r} in {files.root.parent}")
+def _clear_stale_locks(files: StackState, report: Report) -> None:
+    if not files.exists():
+        raise _Stop(CANNOT_RUN, f"no stack {files.stack!r} of project {files.project!r} in {files.where}")
     locks = files.locks()
     for lock in locks:
         state = holder_state(lock)
@@ -210,8 +219,7 @@ def _settle_pangolin_creates(
     creates: list[dict[str, Any]],
     report: Report,
 ) -> None:
-    from providers.pangolin.client import PangolinClient
-    from providers.pangolin.errors import PangolinError
+    from .pangolin_api import PangolinClient, PangolinError
 
     key = _api_key(stack, work_dir, env)
     resources: list[dict[str, Any]] = deployment["resources"]
@@ -272,16 +280,10 @@ def _can_hold(resource: dict[str, Any], in_state: set[str]) -> bool:
 
 def _adopted(resource: dict[str, Any], resource_id: int, key: str) -> dict[str, Any]:
     """The state entry of a pending create whose resource Pangolin has: outputs as the provider reads them."""
-    from pulumi.dynamic import Config, ConfigureRequest
+    from .pangolin_api import read_outputs
 
-    from providers.pangolin.provider import PangolinTcpProvider
-    from ssh_gateway.core.credentials import API_KEY_CONFIG
-
-    provider = PangolinTcpProvider()
-    provider.configure(ConfigureRequest(Config({API_KEY_CONFIG: key}, "pangolin")))
     inputs: dict[str, Any] = resource["inputs"]
-    read = provider.read(str(resource_id), {k: v for k, v in inputs.items() if k != "__provider"})
-    outputs = {**(read.outs or {}), "__provider": inputs.get("__provider")}
+    outputs = {**read_outputs(resource_id, inputs, key), "__provider": inputs.get("__provider")}
     return {**resource, "id": str(resource_id), "outputs": outputs}
 
 
@@ -314,10 +316,16 @@ def _pulumi(args: list[str], work_dir: Path, env: dict[str, str]) -> str:
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--stack", required=True, help="the stack whose `pulumi up` was interrupted")
     parser.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    parser.add_argument(
+        "--ambient",
+        action="store_true",
+        help="the pulumi on PATH with the environment's backend (PULUMI_BACKEND_URL, AZURE_STORAGE_*) and secrets, "
+        "not the offline toolchain's file backend",
+    )
 
 
 def _run(args: argparse.Namespace) -> int:
-    report = recover(str(args.stack))
+    report = recover(str(args.stack), env=dict(os.environ) if args.ambient else None)
     if args.json:
         print(json.dumps(asdict(report), indent=2))
     else:
@@ -327,7 +335,10 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _epilog() -> str:
-    examples = "examples:\n  ssh-gateway recover --stack dev\n  ssh-gateway recover --stack dev --json\n\n"
+    examples = (
+        "examples:\n  ssh-gateway recover --stack dev\n  ssh-gateway recover --stack dev --json\n"
+        "  ssh-gateway recover --ambient --stack prod-a   # a shared backend (PULUMI_BACKEND_URL=azblob://...)\n\n"
+    )
     return examples + "exit codes:\n" + "\n".join(f"  {code}  {text}" for code, text in EXIT_CODES.items())
 
 

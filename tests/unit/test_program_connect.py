@@ -23,6 +23,7 @@ from ssh_gateway.core.names import (
     SERVICE_TYPE,
 )
 from ssh_gateway.core.org import Binding, OrgView
+from ssh_gateway.core.outputs import GatewayKind, Routing, Via, read_outputs
 
 from .conftest import RecordingMocks
 from .test_program import run_program, settings
@@ -181,6 +182,13 @@ def test_outputs_say_the_routing_and_give_the_connect_ssh_config(mocks: Recordin
             "createGateway": False,
         },
     }
+    # The contract the tools read them through (ssh_gateway/core/outputs.py) reads them back typed.
+    read = read_outputs(out)
+    assert [ep.routing for ep in read.endpoints.values()] == [Routing.PORT, Routing.CONNECT, Routing.CONNECT]
+    assert read.endpoints["gpu-c1"].authority == "ssh-gpu-c1.gpu.svc.cluster.local"
+    assert read.endpoints["gpu-c1"].pangolin_resource_id == 7
+    assert read.connect is not None
+    assert (read.connect.via, read.connect.gateway_kind, read.connect.port) == (Via.PANGOLIN, GatewayKind.ISTIO, 40443)
 
 
 def test_connect_instances_get_their_host_identity_for_authority_and_alias(mocks: RecordingMocks) -> None:

@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import httpx
 
-from providers.pangolin.client import PangolinClient
-from providers.pangolin.errors import PangolinAuthError, PangolinError, PangolinNotFound, PangolinTransportError
-from providers.pangolin.policy import HttpPolicy
+from ssh_gateway.core.outputs import Via
+from ssh_gateway.ops.pangolin_api import (
+    PangolinAuthError,
+    PangolinError,
+    PangolinNotFound,
+    PangolinTransportError,
+    no_retry_client,
+)
 
 from .model import Check, Endpoint
 
@@ -26,7 +31,7 @@ def check_pangolin(
     """One GET of the resource and one of its targets, each within `timeout`, no retries (the doctor must not
     wait out a backoff). Messages never contain the key: the client builds them from the route and status.
     `transport` is a test seam (httpx.MockTransport)."""
-    if endpoint.via == "direct":
+    if endpoint.via is Via.DIRECT:
         return Check("pangolin", "skip", "the CONNECT entry is the gateway's own address (via: direct)")
     if endpoint.resource_id is None:
         return Check("pangolin", "fail", "the stack has no Pangolin resource for this instance", "run pulumi up")
@@ -38,8 +43,7 @@ def check_pangolin(
         )
     rid = endpoint.resource_id
     try:
-        policy = HttpPolicy(connect_timeout=timeout, read_timeout=timeout, max_retries=0)
-        with PangolinClient(api_url, api_key, policy=policy, transport=transport) as client:
+        with no_retry_client(api_url, api_key, timeout, transport=transport) as client:
             try:
                 resource = client.get_resource(rid)
             except PangolinNotFound:

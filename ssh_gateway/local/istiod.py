@@ -42,7 +42,7 @@ from typing import Any, ClassVar
 import httpx
 import yaml
 
-from ssh_gateway.ops.toolchain import toolchain_binary
+from ssh_gateway.plumbing.toolchain import toolchain_binary
 
 from .control_plane import ControlPlane
 from .envoy import EnvoyError, EnvoyProcess, admin_get, free_port

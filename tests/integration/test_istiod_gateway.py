@@ -40,7 +40,7 @@ from ssh_gateway.core.connect import (
 from ssh_gateway.local.envoy import WEB_VIRTUAL_HOST, free_port, gateway_listener, gateway_route_configuration
 from ssh_gateway.local.istiod import Istiod, IstiodError, XdsGateway, service_entry
 from ssh_gateway.local.sshd import KeyPair, LocalSshd, ensure_client_keypair
-from ssh_gateway.ops.toolchain import ToolchainMissing
+from ssh_gateway.plumbing.toolchain import ToolchainMissing
 
 from .test_connect_path import (
     SEED_AUTHORITY,

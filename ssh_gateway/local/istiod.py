@@ -60,7 +60,6 @@ __all__ = [
     "ensure_namespace",
     "gateway_service",
     "pilot_discovery",
-    "service_entry",
 ]
 
 PILOT_DISCOVERY_KEY = "SSH_GATEWAY_PILOT_DISCOVERY"
@@ -110,13 +109,15 @@ def pilot_discovery() -> Path:
 
 @dataclass
 class Istiod:
-    """`pilot-discovery discovery` with its mesh config, log and ports under `directory`, reading its config and
-    services from `source`: a kube-apiserver (Kubernetes is then its registry), or a directory of Istio YAML
-    (`--configDir`, istiod's file config source: ServiceEntries stand in for Services, and with no Service in
-    front of the gateway a Gateway server's port is the listener's own)."""
+    """`pilot-discovery discovery` against `plane`, with its mesh config, log and ports under `directory`.
+
+    Kubernetes is its only registry and config source. Its file config source (`--configDir`, no API server)
+    is no way around the API server at this Istio: the ServiceEntry controller dereferences the multicluster
+    controller that only a Kubernetes registry creates, and istiod panics at startup (serviceentry/
+    controller.go:224)."""
 
     directory: Path
-    source: ControlPlane | Path
+    plane: ControlPlane
     grpc_port: int = field(default_factory=free_port)
     """Plaintext xDS (ADS) on 127.0.0.1."""
     http_port: int = field(default_factory=free_port)
@@ -133,14 +134,11 @@ class Istiod:
         networks = self.directory / "meshNetworks.yaml"
         mesh.write_text(yaml.safe_dump(MESH_CONFIG, sort_keys=False))
         networks.write_text("networks: {}\n")
-        if isinstance(self.source, ControlPlane):
-            source = [f"--kubeconfig={self.source.kubeconfig}", "--registries=Kubernetes"]
-        else:
-            source = [f"--configDir={self.source}", "--registries="]
         return [
             str(pilot_discovery()),
             "discovery",
-            *source,
+            f"--kubeconfig={self.plane.kubeconfig}",
+            "--registries=Kubernetes",
             f"--meshConfig={mesh}",
             f"--networksConfig={networks}",
             f"--clusterID={CLUSTER_ID}",
@@ -156,10 +154,7 @@ class Istiod:
     def start(self, timeout: float = 180.0) -> None:
         """Starts istiod and waits until its /ready answers 200 (its caches of the API server are synced)."""
         self.directory.mkdir(parents=True, exist_ok=True)
-        if isinstance(self.source, ControlPlane):
-            ensure_namespace(self.source, ISTIOD_NAMESPACE)  # its leader election leases live there
-        else:
-            self.source.mkdir(parents=True, exist_ok=True)
+        ensure_namespace(self.plane, ISTIOD_NAMESPACE)  # its leader election leases live there
         command = self.command()
         setpriv = shutil.which("setpriv")
         if setpriv:
@@ -378,23 +373,6 @@ def endpoint_slice(service: str, namespace: str, port_name: str, port: int, ip: 
         "addressType": "IPv4",
         "endpoints": [{"addresses": [ip], "conditions": {"ready": True}}],
         "ports": [{"name": port_name, "port": port, "protocol": "TCP"}],
-    }
-
-
-def service_entry(host: str, namespace: str, port: int, target_port: int, ip: str = "127.0.0.1") -> dict[str, Any]:
-    """A mesh-internal ServiceEntry for `host` on `port` (named `tcp-ssh`: plain TCP) with one endpoint
-    `ip:target_port`: what a Service and its EndpointSlice are to istiod where Kubernetes is not its registry."""
-    return {
-        "apiVersion": "networking.istio.io/v1",
-        "kind": "ServiceEntry",
-        "metadata": {"name": host.split(".")[0], "namespace": namespace},
-        "spec": {
-            "hosts": [host],
-            "location": "MESH_INTERNAL",
-            "resolution": "STATIC",
-            "ports": [{"number": port, "name": "tcp-ssh", "protocol": "TCP", "targetPort": target_port}],
-            "endpoints": [{"address": ip}],
-        },
     }
 
 

@@ -16,8 +16,10 @@ import pulumi_kubernetes as k8s
 from providers.host_identity import SshHostKey, SshHostKeyArgs
 from ssh_gateway.core.host_identity import secret_data
 from ssh_gateway.core.names import Role, child_name, host_key_secret_name
-from ssh_gateway.core.targets import SKIP_AWAIT_ANNOTATIONS, ServiceSpec
+from ssh_gateway.core.targets import ServiceSpec
 from ssh_gateway.core.trust import plain_line
+
+from .kubernetes_objects import ownership_annotations
 
 __all__ = ["HostIdentityArgs", "issue_host_identity"]
 
@@ -93,7 +95,7 @@ def _create_secret(
             name=host_key_secret_name(instance),
             namespace=spec.namespace,
             labels={"app.kubernetes.io/managed-by": "ssh-gateway", "ssh-gateway/instance": instance},
-            annotations=SKIP_AWAIT_ANNOTATIONS if spec.skip_await else None,
+            annotations=ownership_annotations(skip_await=spec.skip_await),
         ),
         type="Opaque",
         string_data=data,

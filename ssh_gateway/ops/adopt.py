@@ -276,6 +276,7 @@ def _import_file(planned: Mapping[str, Planned], adopted: Mapping[str, str]) -> 
             "id": object_id,
             "parent": reference(resource.parent),
             "provider": _provider_reference(planned, _provider_urn(resource), reference),
+            "version": _default_version(planned, _provider_urn(resource)),
         }
         resources.append({k: v for k, v in entry.items() if v is not None})
     return {"nameTable": name_table, "resources": resources}
@@ -288,6 +289,15 @@ def _provider_reference(
     if provider_urn not in planned and provider_urn.rsplit("::", 1)[-1].startswith("default"):
         return None
     return reference(provider_urn)
+
+
+def _default_version(planned: Mapping[str, Planned], provider_urn: str) -> str | None:
+    # The default provider an import makes must be the program's, `default_<version>`: a provider of another
+    # URN would make the next `up` move the object to the program's one.
+    name = provider_urn.rsplit("::", 1)[-1]
+    if provider_urn in planned or not name.startswith("default_"):
+        return None
+    return name.removeprefix("default_").replace("_", ".", 2)
 
 
 def _missing_ancestors(planned: Mapping[str, Planned], adopted: Iterable[str]) -> list[Planned]:
@@ -367,7 +377,17 @@ def _run(args: Iterable[str], work_dir: Path, env: Mapping[str, str]) -> str:
     # The pinned CLI, found on the toolchain's PATH (`env`), as every tool of this project runs it.
     done = subprocess.run(argv, cwd=work_dir, env=dict(env), capture_output=True, text=True, check=False)  # noqa: S603
     if done.returncode != 0:
-        lines = [line for line in (done.stderr + done.stdout).strip().splitlines() if "error" in line.lower()]
-        detail = " ".join((lines or done.stderr.strip().splitlines() or ["no output"])[-3:])[:600]
-        raise AdoptError(f"`pulumi {' '.join(argv[1:3])}` failed: {detail}")
+        raise AdoptError(f"`pulumi {' '.join(argv[1:3])}` failed: {_errors(done.stdout, done.stderr)}")
     return done.stdout
+
+
+def _errors(stdout: str, stderr: str) -> str:
+    """The error lines of a failed command: the diagnostics of a `--json` run, else its stderr's last lines."""
+    try:
+        diagnostics = json.loads(stdout).get("diagnostics") or []
+        lines = [str(d.get("message", "")).strip() for d in diagnostics if d.get("severity") == "error"]
+    except (ValueError, AttributeError):
+        lines = []
+    lines = [line for line in lines if line and line != "error: preview failed"]
+    lines = lines or [line for line in stderr.strip().splitlines() if line.strip()][-3:] or ["no output"]
+    return " ".join(lines)[:600]

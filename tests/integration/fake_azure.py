@@ -143,6 +143,8 @@ class FakeAzureNative(provider_pb2_grpc.ResourceProviderServicer):
 
     def Create(self, request: Any, context: Any) -> Any:
         inputs = _plain(request.properties)
+        if request.preview:  # a preview's create makes nothing (azure-native returns before CanCreate)
+            return provider_pb2.CreateResponse(properties=request.properties)
         arm_id = self._id(inputs)
         with self._azure.lock:
             self._azure.creates.append(arm_id)
@@ -155,6 +157,8 @@ class FakeAzureNative(provider_pb2_grpc.ResourceProviderServicer):
         return provider_pb2.CreateResponse(id=arm_id, properties=_struct(self._outputs(arm_id, inputs)))
 
     def Update(self, request: Any, _context: Any) -> Any:
+        if request.preview:
+            return provider_pb2.UpdateResponse(properties=request.news)
         news = _plain(request.news)
         with self._azure.lock:
             self._azure.objects[request.id] = self._stored(news)

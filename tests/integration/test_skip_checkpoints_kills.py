@@ -81,7 +81,7 @@ def test_kill_9_at_three_points_of_a_first_up_of_300_without_checkpoints(
     for n, share in enumerate(KILL_AT, 1):
         up = start_up(stack, tmp_path / f"up-{n}.log")
         wait_until(
-            lambda: _objects(kube, kube_namespace, fake_azure) >= share * total,
+            lambda share=share: _objects(kube, kube_namespace, fake_azure) >= share * total,  # type: ignore[misc]
             f"{share:.0%} of the objects",
             process=up,
             timeout=900,

@@ -99,6 +99,7 @@ def test_a_first_ups_objects_get_their_parents_and_providers_first_then_one_impo
     assert document["nameTable"][service["parent"]] == COMPONENT
     assert document["nameTable"][service["provider"]] == K8S
     assert rule["parent"] == service["parent"] and "provider" not in rule  # a default provider no state has yet
+    assert rule["version"] == "3.29.0" and "version" not in service  # ... made as the program's default_3_29_0
     assert ROOT not in by_name  # the root stack is the import's default parent
 
 

@@ -21,7 +21,7 @@ from pulumi import automation as auto
 
 from pangolin_emulator.harness import EmulatorHandle
 from ssh_gateway.ops.automation import stack_file, state_file
-from ssh_gateway.ops.toolchain import REPO, pulumi_env, pulumi_root
+from ssh_gateway.plumbing.toolchain import REPO, pulumi_env, pulumi_root
 
 FLOOR = REPO / "benchmarks" / "floor"
 FIRST_PORT = 20000

@@ -29,7 +29,7 @@ import httpx
 
 from pangolin_emulator.faults import DEFAULT_FAULT_KINDS
 from pangolin_emulator.keys import generate_api_key
-from ssh_gateway.local.pidfile import PidFile
+from ssh_gateway.plumbing.pidfile import PidFile
 
 __all__ = ["DetachedEmulator", "EmulatorError", "EmulatorHandle", "running_emulator"]
 

@@ -11,12 +11,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from pangolin_emulator.versions import Features
-
-if TYPE_CHECKING:
-    from pangolin_emulator.routes import Route
 
 __all__ = ["document"]
 
@@ -28,6 +25,18 @@ _PUBLIC = (
     ("/openapi.json", "Get OpenAPI specification as JSON"),
     ("/openapi.yaml", "Get OpenAPI specification as YAML"),
 )
+
+
+class Route(Protocol):
+    """What the document needs of a route (routes.py's `Route`; a Protocol, so routes.py, which serves the
+    document, is not imported back)."""
+
+    @property
+    def method(self) -> str: ...
+    @property
+    def template(self) -> str: ...
+    @property
+    def action(self) -> str: ...
 
 
 def _envelope() -> dict[str, Any]:

@@ -7,13 +7,12 @@ processes with a directory of their own: the etcd data dir, a private CA and the
 objects are validated and stored, and nothing reconciles them (a Service gets no endpoints, a Namespace never
 finishes deleting), so Pulumi's await logic must be skipped on this cluster (`kubernetes.skipAwait`).
 
-The session fixture in tests/integration/conftest.py and scripts/local-cluster (this module's `main`) share
+The session fixture in tests/integration/conftest.py and scripts/local-cluster (local_cluster.py) share
 `start_control_plane` and `stop_control_plane`; both stop the processes by their own pids.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import secrets
@@ -22,9 +21,7 @@ import signal
 import socket
 import ssl
 import subprocess
-import sys
 import time
-from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -32,12 +29,11 @@ from typing import Any
 import httpx
 import yaml
 
-from ssh_gateway.ops.toolchain import REPO, ToolchainMissing, toolchain_binary
+from ssh_gateway.plumbing.toolchain import toolchain_binary
 
 __all__ = [
     "ControlPlane",
     "ControlPlaneError",
-    "main",
     "start_control_plane",
     "stop_control_plane",
 ]
@@ -368,107 +364,3 @@ def _write_kubeconfig(plane: ControlPlane) -> None:
     }
     plane.kubeconfig.write_text(yaml.safe_dump(config, sort_keys=False))
     plane.kubeconfig.chmod(0o600)
-
-
-# --- scripts/local-cluster -------------------------------------------------------------------------
-
-LOCAL_ROOT = REPO / ".pulumi-state" / "local-cluster"
-LOCAL_STATE = LOCAL_ROOT / "state.json"
-# Fixed, so the local stack's kubeconfig stays valid across restarts; away from 6443/2379 in case a real
-# cluster or etcd runs on this machine.
-LOCAL_PORTS = {"api_port": 16443, "etcd_port": 12379, "etcd_peer_port": 12380}
-
-
-def _local_plane() -> ControlPlane | None:
-    return ControlPlane.from_json(LOCAL_STATE.read_text()) if LOCAL_STATE.exists() else None
-
-
-def _how_to_use(plane: ControlPlane) -> str:
-    pulumi = "scripts/pulumi config set --stack local --path"
-    return "\n".join(
-        [
-            f"kube-apiserver: {plane.url}  (etcd pid {plane.etcd_pid}, kube-apiserver pid {plane.apiserver_pid})",
-            f"kubeconfig:     {plane.kubeconfig}",
-            f"logs:           {plane.root}/{{etcd,kube-apiserver}}.log",
-            "Point the local stack at it (instances with target nodePort or clusterIp then get a real Service):",
-            f"  {pulumi} ssh-gateway:kubernetes.kubeconfig {plane.kubeconfig}",
-            f"  {pulumi} ssh-gateway:kubernetes.nodeIp 127.0.0.1",
-            f"  {pulumi} ssh-gateway:kubernetes.skipAwait true   # no controllers here: see docs/local-cluster.md",
-            f"Try it: KUBECONFIG={plane.kubeconfig} kubectl get services -A   (if you have kubectl)",
-        ]
-    )
-
-
-def _start() -> int:
-    plane = _local_plane()
-    if plane is not None and is_running(plane):
-        print(f"already running\n{_how_to_use(plane)}")
-        return 0
-    try:
-        plane = start_control_plane(LOCAL_ROOT, detach=True, **LOCAL_PORTS)
-    except (ToolchainMissing, ControlPlaneError) as exc:
-        print(f"local-cluster: {exc}", file=sys.stderr)
-        return 1
-    LOCAL_STATE.write_text(plane.to_json())
-    print(f"started in {plane.startup_seconds:.1f}s\n{_how_to_use(plane)}")
-    return _install_istio_crds(plane)
-
-
-def _install_istio_crds(plane: ControlPlane) -> int:
-    """Istio's CRDs, when the bootstrap fetched them: a connect stack (kind istio) can then create its
-    EnvoyFilters and Gateway here. Without them the cluster still serves everything else."""
-    # Imported here: istio_crds builds on this module's ControlPlane.
-    from .istio_crds import install_istio_crds, istio_crds_file
-
-    try:
-        path = istio_crds_file()
-    except ToolchainMissing:
-        print("Istio's CRDs: not fetched, so not installed (scripts/bootstrap istio fetches them)")
-        return 0
-    try:
-        names = install_istio_crds(plane, path)
-    except ControlPlaneError as exc:
-        print(f"local-cluster: {exc}", file=sys.stderr)
-        return 1
-    print(f"Istio's CRDs: {len(names)} served (EnvoyFilter, Gateway, ...): a connect stack can create its objects here")
-    return 0
-
-
-def _stop() -> int:
-    plane = _local_plane()
-    if plane is None:
-        print("not running (no state file)")
-        return 0
-    stop_control_plane(plane)  # keeps the data: a restart finds the local stack's Services again
-    LOCAL_STATE.unlink()
-    print(f"stopped etcd (pid {plane.etcd_pid}) and kube-apiserver (pid {plane.apiserver_pid})")
-    print(f"data kept in {plane.root}")
-    return 0
-
-
-def _status() -> int:
-    plane = _local_plane()
-    if plane is None or not is_running(plane):
-        print("not running: scripts/local-cluster start")
-        return 3
-    try:
-        with plane.client() as api:
-            ready = api.get("/readyz").status_code == 200
-    except httpx.HTTPError:
-        ready = False
-    print(f"running, {'ready' if ready else 'NOT ready'}\n{_how_to_use(plane)}")
-    return 0 if ready else 1
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="scripts/local-cluster",
-        description="A local etcd + kube-apiserver (no controllers) for the local stack's Kubernetes half.",
-    )
-    parser.add_argument("command", choices=["start", "stop", "status"])
-    command = parser.parse_args(argv).command
-    return {"start": _start, "stop": _stop, "status": _status}[command]()
-
-
-if __name__ == "__main__":
-    sys.exit(main())

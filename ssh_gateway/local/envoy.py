@@ -41,9 +41,8 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from ssh_gateway.core.connect import HCM_FILTER, HCM_TYPE, ROUTER_FILTER, ROUTER_TYPE
-from ssh_gateway.ops.toolchain import toolchain_binary
-
-from .pidfile import PidFile
+from ssh_gateway.plumbing.pidfile import PidFile
+from ssh_gateway.plumbing.toolchain import toolchain_binary
 
 __all__ = [
     "HELPER_KEY",

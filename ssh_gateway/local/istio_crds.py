@@ -14,7 +14,7 @@ from typing import Any
 import httpx
 import yaml
 
-from ssh_gateway.ops.toolchain import toolchain_file
+from ssh_gateway.plumbing.toolchain import toolchain_file
 
 from .control_plane import ControlPlane, ControlPlaneError
 

@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 from pulumi import automation as auto
 
-from .toolchain import REPO, pulumi_env, pulumi_root
+from ssh_gateway.plumbing.toolchain import REPO, pulumi_env, pulumi_root
 
 
 def stack_file(stack: str, work_dir: Path = REPO) -> Path:

@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
-from .toolchain import REPO, ToolchainMissing, pulumi_env
+from ssh_gateway.plumbing.toolchain import REPO, ToolchainMissing, pulumi_env
 
 __all__ = ["COMMANDS", "EXIT_CODES", "add_command", "build_parser", "main", "run_preview"]
 
@@ -97,7 +97,7 @@ def _require_pulumi() -> None:
 
 def _run_demo(args: argparse.Namespace) -> int:
     _require_pulumi()
-    from ssh_gateway.local import demo
+    from . import demo
 
     argv = [args.action, *(["--keep"] if args.keep else []), "--stack", args.stack]
     return demo.main(argv + (["--state-dir", str(args.state_dir)] if args.state_dir else []))
@@ -191,7 +191,7 @@ def register_drift_check(commands: Commands) -> None:
 
 
 def _run_local_cluster(args: argparse.Namespace) -> int:
-    from ssh_gateway.local.control_plane import main as local_cluster
+    from ssh_gateway.local.local_cluster import main as local_cluster
 
     return local_cluster([args.command])
 

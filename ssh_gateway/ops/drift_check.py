@@ -21,8 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from ssh_gateway.core.names import entry_of, instance_of, urn_name, urn_type
-
-from .toolchain import REPO, pulumi_env
+from ssh_gateway.plumbing.toolchain import REPO, pulumi_env
 
 __all__ = ["Drift", "drift_of", "main", "report"]
 

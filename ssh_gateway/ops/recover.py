@@ -59,13 +59,13 @@ from typing import TYPE_CHECKING, Any, Final
 import yaml
 
 from ssh_gateway.core.names import PANGOLIN_TYPE
+from ssh_gateway.plumbing.toolchain import REPO, ToolchainMissing, pulumi_env
 
 from .adopt import ADOPTABLE_TYPES, AdoptError, Adoption, adopt
 from .file_backend import StackFiles, holder_state, stack_files
-from .toolchain import REPO, ToolchainMissing, pulumi_env
 
 if TYPE_CHECKING:
-    from providers.pangolin.models import Resource
+    from .pangolin_api import Resource
 
 __all__ = ["EXIT_CODES", "Report", "main", "recover", "register"]
 
@@ -225,8 +225,7 @@ def _settle_pangolin_creates(
     creates: list[dict[str, Any]],
     report: Report,
 ) -> None:
-    from providers.pangolin.client import PangolinClient
-    from providers.pangolin.errors import PangolinError
+    from .pangolin_api import PangolinClient, PangolinError
 
     key = _api_key(stack, work_dir, env)
     resources: list[dict[str, Any]] = deployment["resources"]
@@ -287,16 +286,10 @@ def _can_hold(resource: dict[str, Any], in_state: set[str]) -> bool:
 
 def _adopted(resource: dict[str, Any], resource_id: int, key: str) -> dict[str, Any]:
     """The state entry of a pending create whose resource Pangolin has: outputs as the provider reads them."""
-    from pulumi.dynamic import Config, ConfigureRequest
+    from .pangolin_api import read_outputs
 
-    from providers.pangolin.provider import PangolinTcpProvider
-    from ssh_gateway.core.credentials import API_KEY_CONFIG
-
-    provider = PangolinTcpProvider()
-    provider.configure(ConfigureRequest(Config({API_KEY_CONFIG: key}, "pangolin")))
     inputs: dict[str, Any] = resource["inputs"]
-    read = provider.read(str(resource_id), {k: v for k, v in inputs.items() if k != "__provider"})
-    outputs = {**(read.outs or {}), "__provider": inputs.get("__provider")}
+    outputs = {**read_outputs(resource_id, inputs, key), "__provider": inputs.get("__provider")}
     return {**resource, "id": str(resource_id), "outputs": outputs}
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from ssh_gateway.ops.toolchain import REPO, pulumi_env
+from ssh_gateway.plumbing.toolchain import REPO, pulumi_env
 
 
 def run(argv: list[str], *, cwd: Path = REPO, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -11,7 +11,7 @@ from typing import Any
 
 import yaml
 
-from ssh_gateway.ops.toolchain import REPO
+from ssh_gateway.plumbing.toolchain import REPO
 
 from .cli import pulumi
 

@@ -16,7 +16,7 @@ from pulumi import automation as auto
 
 from pangolin_emulator.harness import EmulatorHandle
 from ssh_gateway.core.names import PANGOLIN_TYPE, owner_prefix
-from ssh_gateway.ops.toolchain import REPO, pulumi_env
+from ssh_gateway.plumbing.toolchain import REPO, pulumi_env
 
 from .cli import run
 

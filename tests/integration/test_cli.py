@@ -13,7 +13,7 @@ from pulumi import automation as auto
 from pangolin_emulator.harness import EmulatorHandle
 from ssh_gateway.ops.automation import stack_file, workspace_options
 from ssh_gateway.ops.instances import add_instance
-from ssh_gateway.ops.toolchain import REPO
+from ssh_gateway.plumbing.toolchain import REPO
 
 from .cli import pulumi, run
 from .conftest import StackFactory, stack_config, static_instance

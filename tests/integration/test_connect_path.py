@@ -45,7 +45,7 @@ from ssh_gateway.local.envoy import (
     istio_helper,
 )
 from ssh_gateway.local.sshd import KeyPair, LocalSshd, ensure_client_keypair, login_user
-from ssh_gateway.ops.toolchain import ToolchainMissing
+from ssh_gateway.plumbing.toolchain import ToolchainMissing
 
 pytestmark = pytest.mark.integration
 

@@ -17,7 +17,7 @@ import pytest
 from pangolin_emulator.harness import EmulatorHandle
 from ssh_gateway.local.control_plane import ControlPlane
 from ssh_gateway.ops.preview_summary import render, summarize
-from ssh_gateway.ops.toolchain import REPO
+from ssh_gateway.plumbing.toolchain import REPO
 
 from .cli import pulumi, run
 from .conftest import StackFactory, stack_config, static_instance

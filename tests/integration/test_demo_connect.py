@@ -28,7 +28,7 @@ from ssh_gateway.local.sshd import login_user, wait_for_port
 from ssh_gateway.ops.automation import open_stack, remove_stack
 from ssh_gateway.ops.doctor.__main__ import main as doctor_main
 from ssh_gateway.ops.doctor.connect import connect_request
-from ssh_gateway.ops.toolchain import REPO
+from ssh_gateway.plumbing.toolchain import REPO
 
 from .local_ports import free_port, free_port_block
 
@@ -45,7 +45,7 @@ class Demo:
     connect_port: int
 
     def run(self, *args: str) -> subprocess.CompletedProcess[str]:
-        argv = [sys.executable, "-m", "ssh_gateway.local.demo", *args, "--stack", self.stack.name]
+        argv = [sys.executable, "-m", "ssh_gateway.ops.demo", *args, "--stack", self.stack.name]
         argv += ["--state-dir", str(self.state)]
         return subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
 

@@ -31,7 +31,7 @@ from ssh_gateway.local.sshd_identity import IdentitySshd, mount_secret
 from ssh_gateway.ops.automation import open_stack, remove_stack
 from ssh_gateway.ops.doctor import diagnose, endpoints_from_outputs
 from ssh_gateway.ops.doctor.__main__ import main as doctor_main
-from ssh_gateway.ops.toolchain import REPO
+from ssh_gateway.plumbing.toolchain import REPO
 
 from .conftest import change_by_hand, stack_config
 from .local_ports import free_port, free_port_block

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from pangolin_emulator.harness import EmulatorHandle
-from ssh_gateway.ops.toolchain import REPO
+from ssh_gateway.plumbing.toolchain import REPO
 
 from .cli import run
 from .conftest import StackFactory, change_by_hand, stack_config, static_instance

@@ -11,7 +11,7 @@ from pulumi.automation import OpType
 
 from pangolin_emulator.harness import EmulatorHandle
 from ssh_gateway.ops.automation import state_file
-from ssh_gateway.ops.toolchain import pulumi_env
+from ssh_gateway.plumbing.toolchain import pulumi_env
 
 from .conftest import StackFactory, exported_resources, stack_config
 

@@ -1,4 +1,4 @@
-"""`ssh-gateway local-cluster start` (ssh_gateway/local/control_plane.py `main`): the local cluster it starts
+"""`ssh-gateway local-cluster start` (ssh_gateway/local/local_cluster.py): the local cluster it starts
 serves Istio's CRDs, so a connect stack (kind istio) can create its EnvoyFilters and Gateway there. Run
 in-process on free ports and a temporary directory, so a local cluster of the user's (fixed ports, under
 .pulumi-state/) is left alone."""
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from ssh_gateway.local import control_plane
+from ssh_gateway.local import local_cluster
 from ssh_gateway.local.control_plane import ControlPlane
 
 from .local_ports import free_port
@@ -23,11 +23,11 @@ SERVED = {"/apis/networking.istio.io/v1alpha3": "EnvoyFilter", "/apis/networking
 def test_local_cluster_start_installs_istio_crds(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(control_plane, "LOCAL_ROOT", tmp_path / "local-cluster")
-    monkeypatch.setattr(control_plane, "LOCAL_STATE", tmp_path / "local-cluster" / "state.json")
+    monkeypatch.setattr(local_cluster, "LOCAL_ROOT", tmp_path / "local-cluster")
+    monkeypatch.setattr(local_cluster, "LOCAL_STATE", tmp_path / "local-cluster" / "state.json")
     ports = {"api_port": free_port(), "etcd_port": free_port(), "etcd_peer_port": free_port()}
-    monkeypatch.setattr(control_plane, "LOCAL_PORTS", ports)
-    assert control_plane.main(["start"]) == 0
+    monkeypatch.setattr(local_cluster, "LOCAL_PORTS", ports)
+    assert local_cluster.main(["start"]) == 0
     try:
         assert "Istio's CRDs:" in capsys.readouterr().out
         plane = ControlPlane.from_json((tmp_path / "local-cluster" / "state.json").read_text())
@@ -37,4 +37,4 @@ def test_local_cluster_start_installs_istio_crds(
                 response.raise_for_status()
                 assert kind in {r["kind"] for r in response.json()["resources"]}, group_version
     finally:
-        assert control_plane.main(["stop"]) == 0
+        assert local_cluster.main(["stop"]) == 0

@@ -2,7 +2,7 @@
 sshd per instance serving the host key and certificate the stack issued to it, and the real `ssh` client in
 BatchMode with StrictHostKeyChecking yes and only the stack's CA line, through the ports the program allocated.
 
-It runs the demo's own code (`python -m ssh_gateway.local.demo`) on a stack of its own with free ports, so it never
+It runs the demo's own code (`python -m ssh_gateway.ops.demo`) on a stack of its own with free ports, so it never
 clashes with a demo running on this machine: --keep, then a second run (idempotent, reusing what the first
 left), then `down` after the emulator was killed (so down must start it to destroy).
 """
@@ -28,7 +28,7 @@ from ssh_gateway.core.host_identity import openssh_public_key
 from ssh_gateway.local.sshd import LocalSshd, login_user, wait_for_port
 from ssh_gateway.ops.automation import open_stack, remove_stack
 from ssh_gateway.ops.doctor.__main__ import main as doctor_main
-from ssh_gateway.ops.toolchain import REPO
+from ssh_gateway.plumbing.toolchain import REPO
 
 from .local_ports import free_port, free_port_block
 
@@ -49,7 +49,7 @@ class Demo:
         argv = [
             sys.executable,
             "-m",
-            "ssh_gateway.local.demo",
+            "ssh_gateway.ops.demo",
             *args,
             "--stack",
             self.stack.name,

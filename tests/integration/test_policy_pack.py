@@ -15,7 +15,7 @@ import pytest
 from pulumi.automation import OpType
 
 from pangolin_emulator.harness import EmulatorHandle
-from ssh_gateway.ops.toolchain import REPO
+from ssh_gateway.plumbing.toolchain import REPO
 
 from .cli import pulumi
 from .conftest import StackFactory, stack_config, static_instance

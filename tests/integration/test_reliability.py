@@ -17,7 +17,7 @@ from pulumi import automation as auto
 from pangolin_emulator.harness import EmulatorHandle
 from ssh_gateway.ops.file_backend import stack_files
 from ssh_gateway.ops.recover import register
-from ssh_gateway.ops.toolchain import pulumi_env
+from ssh_gateway.plumbing.toolchain import pulumi_env
 
 from .cli import pulumi
 from .conftest import StackFactory, stack_config, static_instance

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 import yaml
 
-from ssh_gateway.ops.toolchain import REPO, pulumi_env
+from ssh_gateway.plumbing.toolchain import REPO, pulumi_env
 
 pytestmark = pytest.mark.integration
 

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from ssh_gateway.ops.instances import InstanceError, add_instance, list_instances, remove_instance, validate
-from ssh_gateway.ops.toolchain import REPO
+from ssh_gateway.plumbing.toolchain import REPO
 
 pytestmark = pytest.mark.unit
 

@@ -14,7 +14,7 @@ from pulumi import automation as auto
 
 from ssh_gateway.core.credentials import find_api_key
 from ssh_gateway.ops.automation import workspace_options
-from ssh_gateway.ops.toolchain import REPO, ToolchainMissing
+from ssh_gateway.plumbing.toolchain import REPO, ToolchainMissing
 
 from .diagnose import diagnose
 from .model import endpoints_from_outputs

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import httpx
 
-from providers.pangolin.client import PangolinClient
-from providers.pangolin.errors import PangolinAuthError, PangolinError, PangolinNotFound, PangolinTransportError
-from providers.pangolin.policy import HttpPolicy
+from ssh_gateway.ops.pangolin_api import (
+    PangolinAuthError,
+    PangolinError,
+    PangolinNotFound,
+    PangolinTransportError,
+    no_retry_client,
+)
 
 from .model import Check, Endpoint
 
@@ -38,8 +42,7 @@ def check_pangolin(
         )
     rid = endpoint.resource_id
     try:
-        policy = HttpPolicy(connect_timeout=timeout, read_timeout=timeout, max_retries=0)
-        with PangolinClient(api_url, api_key, policy=policy, transport=transport) as client:
+        with no_retry_client(api_url, api_key, timeout, transport=transport) as client:
             try:
                 resource = client.get_resource(rid)
             except PangolinNotFound:

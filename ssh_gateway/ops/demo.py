@@ -54,13 +54,13 @@ from ssh_gateway.core.settings import (
 )
 from ssh_gateway.core.targets import StaticTarget
 from ssh_gateway.core.trust import known_hosts_file
-from ssh_gateway.ops.automation import open_stack
-from ssh_gateway.ops.doctor import diagnose, endpoints_from_outputs
-from ssh_gateway.ops.toolchain import REPO
+from ssh_gateway.local.envoy import EnvoyError, StandaloneEnvoyProcess, detached_pid, stop_detached
+from ssh_gateway.local.sshd import KeyPair, LocalSshd, SshdError, ensure_client_keypair, login_user, wait_for_port
+from ssh_gateway.local.sshd_identity import IdentitySshd, mount_secret
+from ssh_gateway.plumbing.toolchain import REPO
 
-from .envoy import EnvoyError, StandaloneEnvoyProcess, detached_pid, stop_detached
-from .sshd import KeyPair, LocalSshd, SshdError, ensure_client_keypair, login_user, wait_for_port
-from .sshd_identity import IdentitySshd, mount_secret
+from .automation import open_stack
+from .doctor import diagnose, endpoints_from_outputs
 
 __all__ = ["main"]
 

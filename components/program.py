@@ -34,6 +34,7 @@ from ssh_gateway.core.names import (
     public_host,
 )
 from ssh_gateway.core.org import OrgView
+from ssh_gateway.core.outputs import Routing
 from ssh_gateway.core.ports import PortRange
 from ssh_gateway.core.settings import (
     Connect,
@@ -236,7 +237,7 @@ def _checked_connect_port(settings: Settings) -> dict[str, int]:
 def _port_endpoint(inst: SshInstance) -> dict[str, pulumi.Input[object]]:
     """A port-mode instance's `endpoints` entry: its own public host and port."""
     return {
-        "routing": "port",
+        "routing": Routing.PORT.value,
         "host": inst.host,
         "port": inst.port,
         "user": inst.user,
@@ -248,7 +249,7 @@ def _port_endpoint(inst: SshInstance) -> dict[str, pulumi.Input[object]]:
 def _connect_endpoint(inst: ConnectSshInstance, entry: ConnectEntry) -> dict[str, pulumi.Input[object]]:
     """A connect-mode instance's `endpoints` entry: the shared CONNECT entry and the instance's authority."""
     return {
-        "routing": "connect",
+        "routing": Routing.CONNECT.value,
         "host": entry.host,
         "port": entry.port,
         "authority": inst.authority,

@@ -7,7 +7,8 @@
   and the `local-cluster` command. The Pangolin emulator has one launcher, `pangolin_emulator.harness`.
 - `ssh_gateway.core`: the domain vocabulary, Pulumi-free: port ranges and the allocator, names and type
   tokens, the firewall's rules, addresses, targets, host identity and trust, CONNECT routing, the Pangolin org,
-  the API-key lookup, and the stack settings model. The program, the providers, the tools, the policy pack and
+  the API-key lookup, the shared value types (`fields`), the stack settings model (`settings/`) and the stack
+  outputs' contract (`outputs`). The program, the providers, the tools, the policy pack and
   the tests all import it.
 - `ssh_gateway.plumbing`: the ground floor: the offline toolchain environment and pid files.
 

@@ -26,7 +26,7 @@ Every problem is collected before anything is returned, and raised together as o
 from __future__ import annotations
 
 import itertools
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Final
@@ -104,32 +104,74 @@ def allocate(
     `AllocationError` listing every problem.
     """
     problems: list[str] = []
-    rng = port_range
     names = sorted(instances)
     listed = set(names)
-    if len(listed) != len(names):
-        counts: dict[str, int] = {}
-        for name in names:
-            counts[name] = counts.get(name, 0) + 1
-        problems.extend(
-            f"instance '{name}' is listed {count} times; instance names must be unique"
-            for name, count in counts.items()
-            if count > 1
-        )
+    problems.extend(_duplicate_names(names))
+    reserved_ports = _reserved_ports(reserved, problems)
+    # Reserved wins over foreign in the counts: a port that is both is reported once.
+    foreign = {**foreign, **lost}
+    taken = _Taken(port_range, reserved_ports, foreign)
+    # Each instance's claim on a port it must hold: its pin, else its previous port.
+    pinned = _pin_claims(pins, listed, taken, problems)
+    claim_of, released_now = _kept_claims(previous, listed, pinned, lost, taken, problems)
+    problems.extend(_clashes(claim_of, pinned))
+    history, seen = _release_history((*previous.released, *released_now))
+    claimed = set(claim_of.values())
+    newcomers = [name for name in names if name not in claim_of]
+    given, reused, released = _hand_out(newcomers, history, claimed, seen, taken)
+    starved = newcomers[len(given) :]
+    if starved:
+        problems.append(_exhausted(starved, taken))
+    if problems:
+        raise AllocationError(problems)
+    ports = {**claim_of, **dict(zip(newcomers, given, strict=True))}
+    reused_set = set(reused)
+    return AllocationState(
+        ports={name: ports[name] for name in names},
+        released=tuple(port for port in released if port not in reused_set),
+    )
 
-    reserved_ports = {port for port in reserved if is_port(port)}
+
+@dataclass(frozen=True)
+class _Taken:
+    """What limits the ports an instance may hold: the range, the reserved ports, the ports others bind."""
+
+    rng: PortRange
+    reserved: set[int]
+    foreign: Mapping[int, str]
+
+    @property
+    def foreign_ports(self) -> set[int]:
+        return set(self.foreign) - self.reserved
+
+
+def _duplicate_names(names: list[str]) -> list[str]:
+    """Phase 1: each instance name once."""
+    if len(set(names)) == len(names):
+        return []
+    counts: dict[str, int] = {}
+    for name in names:
+        counts[name] = counts.get(name, 0) + 1
+    return [
+        f"instance '{name}' is listed {count} times; instance names must be unique"
+        for name, count in counts.items()
+        if count > 1
+    ]
+
+
+def _reserved_ports(reserved: Collection[int], problems: list[str]) -> set[int]:
+    """Phase 2: the reserved ports that are port numbers (the others are problems)."""
     problems.extend(
         f"reserved port {port!r} is not a port number; {_RESERVED_KEY} takes integers 1-65535"
         for port in sorted((port for port in reserved if not is_port(port)), key=repr)
     )
-    # Reserved wins over foreign in the counts: a port that is both is reported once.
-    foreign = {**foreign, **lost}
-    foreign_ports = set(foreign) - reserved_ports
+    return {port for port in reserved if is_port(port)}
 
-    # Each instance's claim on a port it must hold: its pin, else its previous port.
+
+def _pin_claims(pins: Mapping[str, int], listed: set[str], taken: _Taken, problems: list[str]) -> dict[str, int]:
+    """Phase 3: each pinned instance's claim on its pin."""
+    rng, foreign = taken.rng, taken.foreign
     pinned: dict[str, int] = {}
-    claim_of: dict[str, int] = {}
-
     for name in sorted(pins):
         port = pins[name]
         if name not in listed:
@@ -145,7 +187,7 @@ def allocate(
             problems.append(
                 f"{_pin_key(name)} = {port} is outside {_RANGE_KEY} {rng}; pin a port inside it or widen the range"
             )
-        if port in reserved_ports:
+        if port in taken.reserved:
             problems.append(f"{_pin_key(name)} = {port} is in {_RESERVED_KEY}; pin another port or unreserve it")
         if port in foreign:
             problems.append(
@@ -153,8 +195,21 @@ def allocate(
                 "pin another port or free it in Pangolin"
             )
         pinned[name] = port
-        claim_of[name] = port
+    return pinned
 
+
+def _kept_claims(
+    previous: AllocationState,
+    listed: set[str],
+    pinned: Mapping[str, int],
+    lost: Mapping[int, str],
+    taken: _Taken,
+    problems: list[str],
+) -> tuple[dict[str, int], list[int]]:
+    """Phase 4: the pins, plus each other instance's claim on its previous port; and the ports released now
+    (of instances gone, re-pinned, or whose port someone else's older resource holds)."""
+    rng, foreign = taken.rng, taken.foreign
+    claim_of = dict(pinned)
     released_now: list[int] = []
     for name in sorted(previous.ports):
         port = previous.ports[name]
@@ -179,7 +234,7 @@ def allocate(
                 f"instance '{name}' holds port {port}, outside {_RANGE_KEY} {rng}; "
                 f"widen the range back or set {_pin_key(name)} to a port inside it"
             )
-        if port in reserved_ports:
+        if port in taken.reserved:
             problems.append(
                 f"{_RESERVED_KEY} has {port}, which instance '{name}' holds; "
                 f"unreserve it or move the instance with {_pin_key(name)}"
@@ -190,12 +245,17 @@ def allocate(
                 f"stack; free the port in Pangolin or move the instance with {_pin_key(name)}"
             )
         claim_of[name] = port
+    return claim_of, released_now
 
-    claimed = set(claim_of.values())
+
+def _clashes(claim_of: Mapping[str, int], pinned: Mapping[str, int]) -> list[str]:
+    """Phase 5: two claims on one port."""
+    problems: list[str] = []
+    if len(set(claim_of.values())) == len(claim_of):  # the common case: only a clash pays for grouping by port
+        return problems
     claimants: dict[int, list[str]] = {}
-    if len(claimed) != len(claim_of):  # rare: only then pay for grouping names by port
-        for name, port in claim_of.items():
-            claimants.setdefault(port, []).append(name)
+    for name, port in claim_of.items():
+        claimants.setdefault(port, []).append(name)
     for port, owners in sorted(claimants.items()):
         if len(owners) < 2:
             continue
@@ -216,42 +276,43 @@ def allocate(
                 f"instances {_quoted(kept_here)} all hold port {port} in the stack state; "
                 "move all but one of them with a pin"
             )
+    return problems
 
-    # Newest release last; a port released again moves to the end (it was used more recently).
+
+def _release_history(releases: Sequence[int]) -> tuple[list[int], set[int]]:
+    """Phase 6: the released ports, newest release last; a port released again moves to the end (it was used
+    more recently). Also every port ever released."""
     history: list[int] = []
     seen: set[int] = set()
-    for port in reversed((*previous.released, *released_now)):
+    for port in reversed(releases):
         if port not in seen:
             seen.add(port)
             history.append(port)
     history.reverse()
+    return history, seen
 
+
+def _hand_out(
+    newcomers: list[str], history: list[int], claimed: set[int], seen: set[int], taken: _Taken
+) -> tuple[list[int], list[int], list[int]]:
+    """Phase 7: ports for the new instances, in name order: never-used ports first (lowest first), then released
+    ones. Returns the ports given, those of them reused, and the released ports still free before reuse."""
+    rng, foreign_ports = taken.rng, taken.foreign_ports
     released = [port for port in history if port in rng and port not in claimed]
-    blocked = claimed | seen | reserved_ports | foreign_ports
+    blocked = claimed | seen | taken.reserved | foreign_ports
     never_used = itertools.filterfalse(blocked.__contains__, range(rng.start, rng.end + 1))
-    reusable = (port for port in released if port not in reserved_ports and port not in foreign_ports)
-
-    # New instances, in name order: never-used ports first (lowest first), then released ones.
-    newcomers = [name for name in names if name not in claim_of]
+    reusable = (port for port in released if port not in taken.reserved and port not in foreign_ports)
     given = list(itertools.islice(never_used, len(newcomers)))
     reused = list(itertools.islice(reusable, len(newcomers) - len(given)))
-    given += reused
-    starved = newcomers[len(given) :]
+    return given + reused, reused, released
 
-    if starved:
-        instance_word = "instance" if len(starved) == 1 else "instances"
-        problems.append(
-            f"{_RANGE_KEY} {rng} is exhausted: no free port for {instance_word} {_quoted(starved)} "
-            f"({rng.size} ports, {sum(port in rng for port in reserved_ports)} reserved, "
-            f"{sum(port in rng for port in foreign_ports)} bound by other Pangolin resources); "
-            "widen the range or remove instances"
-        )
 
-    if problems:
-        raise AllocationError(problems)
-    ports = {**claim_of, **dict(zip(newcomers, given, strict=True))}
-    reused_set = set(reused)
-    return AllocationState(
-        ports={name: ports[name] for name in names},
-        released=tuple(port for port in released if port not in reused_set),
+def _exhausted(starved: list[str], taken: _Taken) -> str:
+    rng = taken.rng
+    instance_word = "instance" if len(starved) == 1 else "instances"
+    return (
+        f"{_RANGE_KEY} {rng} is exhausted: no free port for {instance_word} {_quoted(starved)} "
+        f"({rng.size} ports, {sum(port in rng for port in taken.reserved)} reserved, "
+        f"{sum(port in rng for port in taken.foreign_ports)} bound by other Pangolin resources); "
+        "widen the range or remove instances"
     )

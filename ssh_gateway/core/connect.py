@@ -104,7 +104,6 @@ __all__ = [
     "instance_route_filter",
     "istio_gateway",
     "namespace_hosts",
-    "netcat_command",
     "proxytunnel_command",
 ]
 
@@ -514,11 +513,6 @@ Entry = PangolinEntry | DirectEntry
 def proxytunnel_command(host: str, port: int) -> str:
     """The ssh `ProxyCommand` for a connect-mode instance: proxytunnel speaks HTTP/1.1 CONNECT to `host:port`."""
     return f"proxytunnel -q -p {host}:{port} -d %h:%p"
-
-
-def netcat_command(host: str, port: int) -> str:
-    """OpenBSD netcat's CONNECT (`nc -X connect`): HTTP/1.0, so only for gateways with `acceptHttp10`."""
-    return f"nc -X connect -x {host}:{port} %h %p"
 
 
 def connect_ssh_config(*, alias: str, authority: str, user: str, entry: Entry, server_alive_interval: int) -> str:

@@ -22,10 +22,12 @@ def stack_file(stack: str, work_dir: Path = REPO) -> Path:
     return work_dir / str(project.get("stackConfigDir", ".")) / f"Pulumi.{stack}.yaml"
 
 
-def workspace_options(work_dir: Path = REPO) -> auto.LocalWorkspaceOptions:
+def workspace_options(work_dir: Path = REPO, env: Mapping[str, str] | None = None) -> auto.LocalWorkspaceOptions:
+    """The offline toolchain's workspace; `env` goes over its variables, e.g. a shared backend's (`Azurite.env()`,
+    ssh_gateway/local/azurite.py) and a `PULUMI_HOME` of its own, as a second CI runner has."""
     return auto.LocalWorkspaceOptions(
         work_dir=str(work_dir),
-        env_vars=pulumi_env(),
+        env_vars={**pulumi_env(), **(env or {})},
         pulumi_command=auto.PulumiCommand(root=str(pulumi_root())),
     )
 
@@ -36,15 +38,17 @@ def open_stack(
     *,
     secrets: Mapping[str, str] | None = None,
     work_dir: Path = REPO,
+    env: Mapping[str, str] | None = None,
 ) -> auto.Stack:
-    """Selects (creating if needed) a stack of the project; `config` replaces its config file's `config:`."""
+    """Selects (creating if needed) a stack of the project; `config` replaces its config file's `config:`; `env` as
+    in `workspace_options`."""
     if config is not None:
         path = stack_file(stack, work_dir)
         # Keep the rest of the file (e.g. `encryptionsalt`, which the stack's secrets are sealed with).
         document: dict[str, Any] = (yaml.safe_load(path.read_text()) if path.exists() else None) or {}
         document["config"] = dict(config)
         path.write_text(yaml.safe_dump(document, sort_keys=False))
-    result = auto.create_or_select_stack(stack, work_dir=str(work_dir), opts=workspace_options(work_dir))
+    result = auto.create_or_select_stack(stack, work_dir=str(work_dir), opts=workspace_options(work_dir, env))
     for key, value in (secrets or {}).items():
         result.set_config(key, auto.ConfigValue(value, secret=True))
     return result

@@ -18,6 +18,7 @@ import argparse
 import dataclasses
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -158,9 +159,9 @@ def register_doctor(commands: Commands) -> None:
 
 
 def _run_drift_check(args: argparse.Namespace) -> int:
-    from ssh_gateway.ops.drift_check import main as drift_check
+    from . import drift_check
 
-    return drift_check([*(["--ambient"] if args.ambient else []), args.stack])
+    return drift_check.run(args)
 
 
 def _ambient(parser: argparse.ArgumentParser) -> None:
@@ -186,8 +187,10 @@ def register_drift_check(commands: Commands) -> None:
         },
         run=_run_drift_check,
     )
-    parser.add_argument("stack")
-    _ambient(parser)
+    # Its arguments are the tool's own, defined once there (the module loads no Pulumi SDK).
+    from . import drift_check
+
+    drift_check.add_arguments(parser)
 
 
 def _run_local_cluster(args: argparse.Namespace) -> int:
@@ -215,6 +218,36 @@ def register_local_cluster(commands: Commands) -> None:
             REFUSED: "(status) it is not running",
         },
         run=_run_local_cluster,
+    )
+    parser.add_argument("command", choices=("start", "stop", "status"))
+
+
+def _run_local_backend(args: argparse.Namespace) -> int:
+    from ssh_gateway.local.azurite import main as local_backend
+
+    return local_backend([args.command])
+
+
+def register_local_backend(commands: Commands) -> None:
+    parser = add_command(
+        commands,
+        "local-backend",
+        summary="a local Azure Blob state backend (Azurite) for the stacks, shared as a team shares one",
+        description="azurite-blob (scripts/bootstrap azurite) on 127.0.0.1:10000 with the container pulumi-state, "
+        "data and log under .pulumi-state/local-backend/; prints the AZURE_STORAGE_ACCOUNT, AZURE_STORAGE_KEY "
+        "(the emulator's published dev account) and PULUMI_BACKEND_URL to export (docs/shared-backends.md). "
+        "`status` exits 3 when it is not running.",
+        examples=[
+            "ssh-gateway local-backend start",
+            "ssh-gateway local-backend status",
+            "ssh-gateway local-backend stop",
+        ],
+        codes={
+            OK: "started, stopped, or running with its container",
+            FINDING: "it failed to start, or it runs without its container",
+            REFUSED: "(status) it is not running",
+        },
+        run=_run_local_backend,
     )
     parser.add_argument("command", choices=("start", "stop", "status"))
 
@@ -309,11 +342,11 @@ def register_preview_summary(commands: Commands) -> None:
 # --- ssh-config -----------------------------------------------------------------------------------------------
 
 
-def _outputs_of(stack: str, outputs_file: Path | None) -> dict[str, Any]:
-    if outputs_file is not None:
-        document = json.loads(outputs_file.read_text())
+def _outputs_of(stack: str, outputs_file: Path | None, *, ambient: bool = False) -> dict[str, Any]:
+    if outputs_file is not None or ambient:
+        document = json.loads(outputs_file.read_text() if outputs_file is not None else _ambient_outputs(stack))
         if not isinstance(document, dict):
-            raise ValueError(f"{outputs_file}: not the JSON object `pulumi stack output --json` prints")
+            raise ValueError(f"{outputs_file or stack}: not the JSON object `pulumi stack output --json` prints")
         return document
     from pulumi import automation as auto
 
@@ -327,7 +360,20 @@ def _outputs_of(stack: str, outputs_file: Path | None) -> dict[str, Any]:
     return {key: value.value for key, value in selected.outputs().items()}
 
 
+def _ambient_outputs(stack: str) -> str:
+    """`pulumi stack output --json` with the environment's pulumi and backend (a shared one, e.g. azblob://)."""
+    argv = ["pulumi", "stack", "output", "--json", "--non-interactive", "--stack", stack]
+    done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, check=False)  # noqa: S603
+    if done.returncode != 0:
+        raise ValueError(
+            " ".join(done.stderr.strip().splitlines()[-2:]) or f"`pulumi stack output` exit {done.returncode}"
+        )
+    return done.stdout
+
+
 def _run_ssh_config(args: argparse.Namespace) -> int:
+    from ssh_gateway.core.outputs import read_outputs
+
     from . import ssh_config
 
     if args.outputs is not None and len(args.stack) != 1:
@@ -340,14 +386,19 @@ def _run_ssh_config(args: argparse.Namespace) -> int:
             stacks[stack] = None
             continue
         try:
-            outputs = _outputs_of(stack, args.outputs)
+            outputs = _outputs_of(stack, args.outputs, ambient=args.ambient)
         except (ValueError, OSError) as exc:
             _say_error(f"cannot read the outputs of stack {stack}: {exc}")
             return CANNOT_RUN
-        if "sshConfig" not in outputs:
+        try:
+            read = read_outputs(outputs)
+        except (KeyError, TypeError, ValueError) as exc:
+            _say_error(f"cannot read the outputs of stack {stack}: not the outputs ssh-gateway writes ({exc!r})")
+            return CANNOT_RUN
+        if not read.has_ssh_config:
             _say_error(f"stack {stack} has no sshConfig output: run `pulumi up` on it first")
             return CANNOT_RUN
-        stacks[stack] = ssh_config.StackSsh(str(outputs["sshConfig"] or ""), str(outputs.get("knownHosts") or ""))
+        stacks[stack] = ssh_config.StackSsh(read.ssh_config, read.known_hosts)
     try:
         plan = ssh_config.plan(home, stacks, include=args.include)
         ssh = shutil.which("ssh")
@@ -414,6 +465,7 @@ def register_ssh_config(commands: Commands) -> None:
             "ssh-gateway ssh-config --stack dev --stack prod --write",
             "ssh-gateway ssh-config --stack dev --include --write   # ~/.ssh/config.d/ssh-gateway-dev",
             "ssh-gateway ssh-config --stack dev --remove --write    # take the stack out again",
+            "ssh-gateway ssh-config --ambient --stack prod-a --stack prod-b --write   # shards on a shared backend",
             "pulumi stack output --json -s dev > out.json && ssh-gateway ssh-config --stack dev --outputs out.json",
         ],
         codes={
@@ -431,6 +483,7 @@ def register_ssh_config(commands: Commands) -> None:
     parser.add_argument("--include", action="store_true", help="one file per stack under ~/.ssh/config.d/")
     parser.add_argument("--remove", action="store_true", help="remove the stacks' sections, files and known_hosts")
     parser.add_argument("--outputs", type=Path, help="the stack's `pulumi stack output --json`, for other backends")
+    _ambient(parser)
     parser.add_argument("--json", action="store_true", help="the plan (files, changed, diff) as JSON")
 
 
@@ -444,20 +497,56 @@ def _key_value(text: str) -> tuple[str, str]:
     return key, value
 
 
-def _entry(args: argparse.Namespace) -> dict[str, Any]:
-    values = {
-        "name": args.name,
-        "user": args.user,
-        "target": args.target,
-        "port": args.port,
-        "selector": dict(args.selector) if args.selector else None,
-        "podPort": args.pod_port,
-        "nodePort": args.node_port,
-        "staticHost": args.static_host,
-        "staticPort": args.static_port,
-        "sourceCidrs": args.source_cidr,
-        "hostKey": args.host_key,
+def _flag(key: str) -> str:
+    """A config key as its `instances add` option: `staticHost` -> `--static-host`."""
+    return "--" + re.sub(r"(?<=[a-z])(?=[A-Z])", "-", key).lower()
+
+
+def _instance_options() -> dict[str, dict[str, Any]]:
+    """`instances add`'s option for each instance key of the settings model (`INSTANCE_KEYS`, `name` is the
+    positional argument): its type and help; the choices are the model's own."""
+    from ssh_gateway.core.settings import ROUTINGS, TARGETS
+
+    return {
+        "routing": {
+            "choices": ROUTINGS,
+            "help": "port: a public port of its own; connect: through ssh-gateway:connect",
+        },
+        "user": {"help": "login user (default: root)"},
+        "target": {"choices": TARGETS, "help": "default: nodePort (routing connect: its Service, or static)"},
+        "port": {"type": int, "help": "pin the public port"},
+        "selector": {"type": _key_value, "action": "append", "metavar": "KEY=VALUE", "help": "pod selector"},
+        "podPort": {"type": int, "help": "sshd's port in the pod (default: 22)"},
+        "nodePort": {"type": int, "help": "pin the Service's nodePort"},
+        "staticHost": {"help": "target host (with --target static)"},
+        "staticPort": {"type": int, "help": "target port (with --target static)"},
+        "sourceCidrs": {"action": "append", "metavar": "CIDR", "help": "who may connect (repeatable)"},
+        "hostKey": {"help": "the pinned public host key, `ssh-ed25519 AAAA...`"},
+        "hostKeyGeneration": {"type": int, "help": "bump to rotate the instance's issued host key"},
     }
+
+
+_OPTION_ALIASES: Final = {"sourceCidrs": ("--source-cidr",)}
+"""Option names kept from before the options were drawn from the model."""
+
+
+def _add_instance_options(parser: argparse.ArgumentParser) -> None:
+    from ssh_gateway.core.settings import INSTANCE_KEYS
+
+    options = _instance_options()
+    for key in INSTANCE_KEYS[1:]:
+        option = options[key]
+        if "choices" not in option:
+            option.setdefault("metavar", _flag(key)[2:].upper().replace("-", "_"))
+        parser.add_argument(*_OPTION_ALIASES.get(key, ()), _flag(key), dest=key, **option)
+
+
+def _entry(args: argparse.Namespace) -> dict[str, Any]:
+    from ssh_gateway.core.settings import INSTANCE_KEYS
+
+    values = {key: getattr(args, key, None) for key in INSTANCE_KEYS}
+    if values["selector"] is not None:
+        values["selector"] = dict(values["selector"])
     return {key: value for key, value in values.items() if value is not None}
 
 
@@ -515,6 +604,7 @@ _INSTANCES_EXAMPLES: Final = (
     "ssh-gateway instances add gpu-dave --stack dev --user dave",
     "ssh-gateway instances add gpu-vm --stack dev --target static --static-host 10.0.0.7 --static-port 22",
     "ssh-gateway instances add gpu-eve --stack dev --user eve --port 40042 --source-cidr 203.0.113.9/32",
+    "ssh-gateway instances add gpu-c --stack dev --routing connect   # through ssh-gateway:connect",
     "ssh-gateway instances remove gpu-dave --stack dev --json",
 )
 
@@ -551,8 +641,8 @@ def register_instances(commands: Commands) -> None:
         run=_run_instances,
     )
     actions = parser.add_subparsers(dest="action", required=True, metavar="{add,remove,list}")
-    add = _action(actions, "add", "append an instance (keys as in the README's config table)", (1, 2, 3))
-    remove = _action(actions, "remove", "remove an instance by name", (4,))
+    add = _action(actions, "add", "append an instance (keys as in the README's config table)", (1, 2, 3, 4))
+    remove = _action(actions, "remove", "remove an instance by name", (5,))
     listing = _action(
         actions, "list", "the instances as written in the file", (0,), {OK: "listed", CANNOT_RUN: "no such stack file"}
     )
@@ -563,16 +653,14 @@ def register_instances(commands: Commands) -> None:
         sub.add_argument("name", help="the instance (a DNS label)")
         sub.add_argument("--no-preview", action="store_true", help="write the file, skip the preview")
         sub.add_argument("--dry-run", action="store_true", help="validate and show the diff, write nothing")
-    add.add_argument("--user", help="login user (default: root)")
-    add.add_argument("--target", choices=("nodePort", "clusterIp", "static"), help="default: nodePort")
-    add.add_argument("--port", type=int, help="pin the public port")
-    add.add_argument("--selector", type=_key_value, action="append", metavar="KEY=VALUE", help="pod selector")
-    add.add_argument("--pod-port", type=int, help="sshd's port in the pod (default: 22)")
-    add.add_argument("--node-port", type=int, help="pin the Service's nodePort")
-    add.add_argument("--static-host", help="target host (with --target static)")
-    add.add_argument("--static-port", type=int, help="target port (with --target static)")
-    add.add_argument("--source-cidr", action="append", metavar="CIDR", help="who may connect (repeatable)")
-    add.add_argument("--host-key", help="the pinned public host key, `ssh-ed25519 AAAA...`")
+    _add_instance_options(add)
+
+
+def register_shards(commands: Commands) -> None:
+    # Standard library only, so the workflows' listing job runs it without a bootstrap.
+    from . import shards
+
+    shards.register(commands)
 
 
 def register_recover(commands: Commands) -> None:
@@ -594,7 +682,9 @@ COMMANDS: Final[tuple[Register, ...]] = (
     register_ssh_config,
     register_instances,
     register_recover,
+    register_shards,
     register_local_cluster,
+    register_local_backend,
 )
 """Every subcommand, in the order --help lists them."""
 

@@ -43,6 +43,7 @@ from pulumi import automation as auto
 from pangolin_emulator.harness import DetachedEmulator, EmulatorError
 from ssh_gateway.core.credentials import find_api_key
 from ssh_gateway.core.host_identity import SECRET_KEYS, fingerprint, parse_host_certificate, secret_data
+from ssh_gateway.core.outputs import EndpointOutput, Routing, read_outputs
 from ssh_gateway.core.settings import (
     ConnectModeInstance,
     DirectPublic,
@@ -342,26 +343,25 @@ def _ssh(config: Path, instance: str, alias: str, where: str) -> Answer:
 
 
 def _ssh_all(outputs: dict[str, Any], config: Path) -> list[Answer]:
-    endpoints = outputs["endpoints"]
+    endpoints = read_outputs(outputs).endpoints
     for ep in endpoints.values():
         # The data plane follows Pangolin within about a second of the change.
-        wait_for_port(str(ep["host"]), int(ep["port"]), 5.0)
+        wait_for_port(ep.host, ep.port, 5.0)
     with ThreadPoolExecutor(max_workers=8) as pool:
-        futures = [pool.submit(_ssh, config, name, f"ssh-{name}", _path(ep)) for name, ep in sorted(endpoints.items())]
+        futures = [pool.submit(_ssh, config, name, f"ssh-{name}", _path(ep)) for name, ep in endpoints.items()]
         return [f.result() for f in futures]
 
 
-def _path(endpoint: dict[str, Any]) -> str:
+def _path(endpoint: EndpointOutput) -> str:
     """How an instance is reached: its own port, or CONNECT to its authority through the stack's entry."""
-    where = f"{endpoint['host']}:{endpoint['port']}"
-    return f"CONNECT {endpoint['authority']} via {where}" if endpoint.get("routing") == "connect" else where
+    where = f"{endpoint.host}:{endpoint.port}"
+    return f"CONNECT {endpoint.authority} via {where}" if endpoint.routing is Routing.CONNECT else where
 
 
 def _print_endpoints(outputs: dict[str, Any]) -> None:
     rows = [("INSTANCE", "ENDPOINT", "ROUTING", "USER", "PANGOLIN RESOURCE", "SSH")]
-    for name, ep in sorted(outputs["endpoints"].items()):
-        routing = str(ep.get("routing", "port"))
-        rows.append((name, _path(ep), routing, ep["user"], str(ep["pangolinResourceId"]), ep["ssh"]))
+    for name, ep in read_outputs(outputs).endpoints.items():
+        rows.append((name, _path(ep), ep.routing.value, ep.user, str(ep.pangolin_resource_id), ep.ssh))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for row in rows:
         say("    " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
@@ -372,7 +372,7 @@ def _diagnose_failures(stack: auto.Stack, outputs: dict[str, Any], api_key: str,
     endpoints = endpoints_from_outputs(outputs, project=stack.workspace.project_settings().name, stack=stack.name)
     reports = diagnose(
         [ep for ep in endpoints if ep.instance in failed],
-        api_url=str(outputs["pangolin"]["url"]),
+        api_url=read_outputs(outputs).pangolin_url or "",
         api_key=api_key,
         timeout=3.0,
     )

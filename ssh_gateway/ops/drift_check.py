@@ -127,15 +127,24 @@ def _run(stack: str, *, ambient: bool) -> subprocess.CompletedProcess[str]:
     return subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, check=False)  # noqa: S603
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The drift check's arguments, for `ssh-gateway drift-check` and `python -m ssh_gateway.ops.drift_check`."""
     parser.add_argument("stack")
     parser.add_argument(
         "--ambient",
         action="store_true",
-        help="use the pulumi on PATH and the environment's backend and secrets (CI), not the offline toolchain",
+        help="the pulumi on PATH with the environment's backend and secrets (CI), not the offline toolchain",
     )
-    args = parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+def run(args: argparse.Namespace) -> int:
+    """The check for parsed arguments (`add_arguments`); returns the exit code."""
     result = _run(args.stack, ambient=args.ambient)
     try:
         preview = json.loads(result.stdout) if result.stdout.strip() else None

@@ -18,15 +18,15 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-import os
 import shutil
 import time
 from dataclasses import dataclass
-from datetime import datetime
 from pathlib import Path
 from typing import Final
 
-__all__ = ["Lock", "StackFiles", "holder_state", "stack_files"]
+from .stack_lock import Lock, read_lock
+
+__all__ = ["StackFiles", "stack_files"]
 
 # What the pulumi CLI (through fileblob) writes into every `.attrs` file, apart from the md5.
 _ATTRS_TEMPLATE: Final = {
@@ -51,17 +51,6 @@ def stack_files(backend_url: str, project: str, stack: str) -> StackFiles:
 
 
 @dataclass(frozen=True)
-class Lock:
-    """One lock file of a stack, as the pulumi CLI wrote it when it began an update."""
-
-    path: Path
-    pid: int
-    hostname: str
-    taken_at: float | None
-    """When it was taken (seconds since the epoch), or None if the timestamp cannot be read."""
-
-
-@dataclass(frozen=True)
 class StackFiles:
     """Where one stack's files are in a file backend."""
 
@@ -69,6 +58,13 @@ class StackFiles:
     """The backend's `.pulumi` directory."""
     project: str
     stack: str
+
+    @property
+    def where(self) -> str:
+        return str(self.root.parent)
+
+    def exists(self) -> bool:
+        return self.checkpoint.exists()
 
     @property
     def checkpoint(self) -> Path:
@@ -86,13 +82,13 @@ class StackFiles:
             self.root / "locks" / self.stack,
         ):
             for path in sorted(folder.glob("*.json")) if folder.is_dir() else ():
-                found.append(_read_lock(path))
+                found.append(read_lock(str(path), _read_bytes(path)))
         return found
 
     def remove_lock(self, lock: Lock) -> None:
         """Delete a lock file and its attributes."""
-        lock.path.unlink(missing_ok=True)
-        _attrs_of(lock.path).unlink(missing_ok=True)
+        Path(lock.key).unlink(missing_ok=True)
+        _attrs_of(Path(lock.key)).unlink(missing_ok=True)
 
     def repair_attrs(self) -> list[Path]:
         """Rewrite each empty or unreadable `.attrs` of the checkpoint and its backup from the file itself."""
@@ -126,63 +122,11 @@ class StackFiles:
         return not self.checkpoint.exists() or _readable_json(self.checkpoint)
 
 
-def holder_state(lock: Lock, hostname: str | None = None) -> str:
-    """`"alive"`, `"gone"`, or `"unknown"` (another host's lock: its process cannot be checked from here).
-
-    A pid alone can be reused: a process that started after the lock was taken is not its holder. A zombie
-    (killed, not yet reaped by its parent) holds nothing either.
-    """
-    if lock.hostname != (hostname or os.uname().nodename):
-        return "unknown"
+def _read_bytes(path: Path) -> bytes:
     try:
-        os.kill(lock.pid, 0)
-    except ProcessLookupError:
-        return "gone"
-    except PermissionError:
-        pass  # it exists, under another user
-    status = _process_status(lock.pid)
-    if status is None:
-        return "alive"  # no /proc to ask: a live pid is taken at its word
-    state, started = status
-    if state == "Z" or (lock.taken_at is not None and started > lock.taken_at + 1.0):
-        return "gone"
-    return "alive"
-
-
-def _read_lock(path: Path) -> Lock:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        data = {}
-    return Lock(
-        path=path,
-        pid=int(data.get("pid") or 0),
-        hostname=str(data.get("hostname") or ""),
-        taken_at=_timestamp(str(data.get("timestamp") or "")),
-    )
-
-
-def _timestamp(text: str) -> float | None:
-    # Go writes RFC 3339 with nanoseconds ("2026-12-01T07:46:19.733441656Z"); Python reads microseconds.
-    head, dot, tail = text.removesuffix("Z").partition(".")
-    try:
-        moment = datetime.fromisoformat(f"{head}.{tail[:6].ljust(6, '0')}+00:00" if dot else f"{head}+00:00")
-    except ValueError:
-        return None
-    return moment.timestamp()
-
-
-def _process_status(pid: int) -> tuple[str, float] | None:
-    """`pid`'s state letter (`Z` for a zombie) and when it started (seconds since the epoch), from /proc."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        boot = next(line for line in Path("/proc/stat").read_text().splitlines() if line.startswith("btime "))
-    except (OSError, StopIteration):
-        return None
-    # Fields 3 (state) and 22 (starttime, clock ticks after boot), counted after the parenthesised command,
-    # which may hold spaces.
-    fields = stat.rpartition(")")[2].split()
-    return fields[0], float(boot.split()[1]) + int(fields[19]) / os.sysconf("SC_CLK_TCK")
+        return path.read_bytes()
+    except OSError:
+        return b""
 
 
 def _attrs_of(blob: Path) -> Path:

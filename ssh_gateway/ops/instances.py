@@ -25,8 +25,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import YAMLError
 
-# The settings model moves to ssh_gateway/core/settings.py; this import follows it at the merge.
-from ssh_gateway.core.settings import Settings, SettingsError, decode_config, parse_settings
+from ssh_gateway.core.settings import INSTANCE_KEYS, Settings, SettingsError, decode_config, parse_settings
 
 __all__ = [
     "INSTANCES_KEY",
@@ -40,20 +39,6 @@ __all__ = [
 ]
 
 INSTANCES_KEY: Final = "ssh-gateway:instances"
-INSTANCE_KEYS: Final = (
-    "name",
-    "user",
-    "target",
-    "port",
-    "selector",
-    "podPort",
-    "nodePort",
-    "staticHost",
-    "staticPort",
-    "sourceCidrs",
-    "hostKey",
-)
-"""An instance's keys, in the order of the README's config table (the order a new entry is written in)."""
 _PREFIX: Final = "ssh-gateway:"
 
 

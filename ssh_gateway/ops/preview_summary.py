@@ -40,8 +40,9 @@ from ssh_gateway.core.names import (
     urn_name,
     urn_type,
 )
+from ssh_gateway.core.outputs import Routing
 from ssh_gateway.core.ports import PortRange
-from ssh_gateway.core.settings import ConnectModeInstance, SettingsError, decode_config, parse_settings
+from ssh_gateway.core.settings import ROUTINGS, ConnectModeInstance, SettingsError, decode_config, parse_settings
 from ssh_gateway.core.targets import StaticTarget
 
 __all__ = ["InstanceChange", "Summary", "render", "summarize"]
@@ -88,7 +89,7 @@ class InstanceChange:
     """Resources of the instance that are replaced, with the properties that force it."""
     touched: tuple[str, ...] = ()
     """What else changes (resource and property names), for rows whose port and target stay."""
-    routing: str = "port"
+    routing: Routing = Routing.PORT
     """`port`, or `connect` for a connect-mode instance (and the CONNECT entry's row)."""
 
 
@@ -230,18 +231,18 @@ class _Endpoints:
     def was_connect(self, instance: str) -> bool:
         """Whether the old outputs have the instance in connect mode (with or without an EnvoyFilter of its own)."""
         previous = self.old.get(instance)
-        return isinstance(previous, Mapping) and previous.get("routing") == "connect"
+        return isinstance(previous, Mapping) and previous.get("routing") == Routing.CONNECT
 
-    def routing(self, instance: str, ops: Mapping[str, str]) -> str:
+    def routing(self, instance: str, ops: Mapping[str, str]) -> Routing:
         """`connect` or `port`: by the new config, else by the old outputs, else by the resources' types."""
         if instance == ENTRY_ROW or instance in self.authorities:
-            return "connect"
+            return Routing.CONNECT
         if instance in self.hosts:
-            return "port"
+            return Routing.PORT
         previous = self.old.get(instance)
-        if isinstance(previous, Mapping) and previous.get("routing") in ("port", "connect"):
-            return str(previous["routing"])
-        return "connect" if CONNECT_INSTANCE_TYPE in ops or ENVOY_FILTER_TYPE in ops else "port"
+        if isinstance(previous, Mapping) and previous.get("routing") in ROUTINGS:
+            return Routing(previous["routing"])
+        return Routing.CONNECT if CONNECT_INSTANCE_TYPE in ops or ENVOY_FILTER_TYPE in ops else Routing.PORT
 
     def connect_endpoint(self, instance: str, authority: str | None) -> str:
         """`CONNECT <authority> via <host>:<port>`, what a connect-mode instance's ProxyCommand does."""
@@ -449,7 +450,7 @@ def _connect_row(inst: _Instance, endpoints: _Endpoints) -> InstanceChange:
         target=target,
         firewall=_firewall(inst),  # only when it leaves routing port: its own rule closes
         touched=touched,
-        routing="connect",
+        routing=Routing.CONNECT,
     )
 
 
@@ -479,14 +480,14 @@ def _entry_row(inst: _Instance) -> InstanceChange:
         target=target or new_target or old_target or "the gateway",
         firewall=_firewall(inst),
         touched=touched,
-        routing="connect",
+        routing=Routing.CONNECT,
     )
 
 
 def _any_row(inst: _Instance, alloc: _Allocation, endpoints: _Endpoints) -> InstanceChange:
     if inst.name == ENTRY_ROW:
         return _entry_row(inst)
-    if endpoints.routing(inst.name, inst.ops) == "connect":
+    if endpoints.routing(inst.name, inst.ops) is Routing.CONNECT:
         return _connect_row(inst, endpoints)
     return _row(inst, alloc, endpoints)
 
@@ -591,7 +592,7 @@ def render(summary: Summary) -> str:
         tally = ", ".join(f"{counts[c]} {c}" for c in _ORDER if c in counts) or "none changes"
         lines += [f"Instances: {tally}.", ""]
         # The routing column only where a stack has connect-mode rows: port-only summaries stay as they were.
-        routed = any(row.routing == "connect" for row in summary.rows)
+        routed = any(row.routing == Routing.CONNECT for row in summary.rows)
         header = ["Instance", *(["Routing"] if routed else []), "Change", "Public endpoint", "Target", "NSG rules"]
         lines += ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
         for row in summary.rows:

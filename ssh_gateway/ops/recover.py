@@ -2,11 +2,11 @@
 
 What a killed `up` leaves, and what this command does about each, in this order:
 
-1. **A stale lock** (file backend): `the stack is currently locked by 1 lock(s)`. The lock file names the pid
-   and host of the `pulumi` process that took it. If that process is gone (or the pid now belongs to a process
-   that started after the lock was taken), the lock is removed. If it is alive, or the lock is another host's
-   and cannot be checked from here, nothing at all is changed and the command exits 3: an `up` that is really
-   running is never disturbed.
+1. **A stale lock** (file and Azure Blob backends: ssh_gateway/ops/state_backend.py): `the stack is currently
+   locked by 1 lock(s)`. The lock (a file, or a blob on Azure) names the pid and host of the `pulumi` process that
+   took it. If that process is gone (or the pid now belongs to a process that started after the lock was taken),
+   the lock is removed. If it is alive, or the lock is another host's and cannot be checked from here, nothing at
+   all is changed and the command exits 3: an `up` that is really running is never disturbed.
 2. **Broken files** (file backend): a 0-byte or unreadable `<stack>.json.attrs` (every command then fails with
    `failed to load checkpoint: EOF`) is rewritten from the checkpoint; an empty or truncated checkpoint is
    replaced by its `.bak` when that is sound (the broken one is kept beside it).
@@ -62,7 +62,9 @@ from ssh_gateway.core.names import PANGOLIN_TYPE
 from ssh_gateway.plumbing.toolchain import REPO, ToolchainMissing, pulumi_env
 
 from .adopt import ADOPTABLE_TYPES, AdoptError, Adoption, adopt
-from .file_backend import StackFiles, holder_state, stack_files
+from .file_backend import StackFiles
+from .stack_lock import holder_state
+from .state_backend import AzblobError, StackState, stack_state
 
 if TYPE_CHECKING:
     from .pangolin_api import Resource
@@ -112,26 +114,33 @@ class _Stop(Exception):
         self.code = code
 
 
-def recover(stack: str, *, work_dir: Path = REPO) -> Report:
-    """Run the three steps on `stack`; never raises for a problem it can name (see `Report.exit_code`)."""
+def recover(stack: str, *, work_dir: Path = REPO, env: dict[str, str] | None = None) -> Report:
+    """Run the three steps on `stack`; never raises for a problem it can name (see `Report.exit_code`).
+
+    `env` is the pulumi environment (default: the offline toolchain's, whose backend is the local file one)."""
     report = Report(stack)
     try:
-        env = pulumi_env()
+        env = pulumi_env() if env is None else env
         project = str(yaml.safe_load((work_dir / "Pulumi.yaml").read_text())["name"])
         backend = env.get("PULUMI_BACKEND_URL", "")
-        if backend.startswith("file://"):
-            files = stack_files(backend, project, stack)
-            _clear_stale_locks(files, report)
-            _repair_files(files, report)
+        try:
+            state = stack_state(backend, project, stack, env)
+        except AzblobError as exc:
+            raise _Stop(CANNOT_RUN, f"cannot reach the stack's backend: {exc}") from None
+        if state is not None:
+            _clear_stale_locks(state, report)
         else:
-            report.done.append(
-                f"backend {backend.split('?')[0] or '(default)'} is not file://: locks and files untouched"
-            )
+            report.done.append(f"backend {backend.split('?')[0] or '(default)'} keeps its own locks: untouched")
+        if isinstance(state, StackFiles):
+            _repair_files(state, report)
         _settle_pending(stack, work_dir, env, report)
         _adopt_existing(stack, project, work_dir, env, report)
     except ToolchainMissing as exc:
         report.done.append(str(exc))
         report.exit_code = CANNOT_RUN
+    except AzblobError as exc:
+        report.done.append(f"cannot read the stack's locks, so nothing was changed: {exc}")
+        report.exit_code = FAILED
     except _Stop as stop:
         report.done.append(str(stop))
         report.exit_code = stop.code
@@ -141,9 +150,9 @@ def recover(stack: str, *, work_dir: Path = REPO) -> Report:
 # --- 1. the lock -------------------------------------------------------------------------------------------------
 
 
-def _clear_stale_locks(files: StackFiles, report: Report) -> None:
-    if not files.checkpoint.exists():
-        raise _Stop(CANNOT_RUN, f"no stack {files.stack!r} of project {files.project!r} in {files.root.parent}")
+def _clear_stale_locks(files: StackState, report: Report) -> None:
+    if not files.exists():
+        raise _Stop(CANNOT_RUN, f"no stack {files.stack!r} of project {files.project!r} in {files.where}")
     locks = files.locks()
     for lock in locks:
         state = holder_state(lock)
@@ -354,10 +363,16 @@ def _adopt_existing(stack: str, project: str, work_dir: Path, env: dict[str, str
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--stack", required=True, help="the stack whose `pulumi up` was interrupted")
     parser.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    parser.add_argument(
+        "--ambient",
+        action="store_true",
+        help="the pulumi on PATH with the environment's backend (PULUMI_BACKEND_URL, AZURE_STORAGE_*) and secrets, "
+        "not the offline toolchain's file backend",
+    )
 
 
 def _run(args: argparse.Namespace) -> int:
-    report = recover(str(args.stack))
+    report = recover(str(args.stack), env=dict(os.environ) if args.ambient else None)
     if args.json:
         print(json.dumps(asdict(report), indent=2))
     else:
@@ -367,7 +382,10 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _epilog() -> str:
-    examples = "examples:\n  ssh-gateway recover --stack dev\n  ssh-gateway recover --stack dev --json\n\n"
+    examples = (
+        "examples:\n  ssh-gateway recover --stack dev\n  ssh-gateway recover --stack dev --json\n"
+        "  ssh-gateway recover --ambient --stack prod-a   # a shared backend (PULUMI_BACKEND_URL=azblob://...)\n\n"
+    )
     return examples + "exit codes:\n" + "\n".join(f"  {code}  {text}" for code, text in EXIT_CODES.items())
 
 

@@ -15,6 +15,7 @@ import pytest
 from pulumi import automation as auto
 
 from pangolin_emulator.harness import EmulatorHandle, running_emulator
+from ssh_gateway.local.azurite import Azurite, AzuriteError, start_azurite, stop_azurite
 from ssh_gateway.local.control_plane import ControlPlane, ControlPlaneError, start_control_plane, stop_control_plane
 from ssh_gateway.local.istio_crds import install_istio_crds
 from ssh_gateway.ops.automation import open_stack, remove_stack
@@ -82,6 +83,23 @@ def make_stack(emulator: EmulatorHandle) -> Iterator[StackFactory]:
 
 def static_instance(name: str, **extra: Any) -> dict[str, Any]:
     return {"name": name, "target": "static", "staticHost": "127.0.0.1", "staticPort": 2222, **extra}
+
+
+# --- a real shared state backend: Azure Blob, served by Azurite (ssh_gateway/local/azurite.py) ------------
+
+
+@pytest.fixture(scope="session")
+def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Azurite]:
+    """azurite-blob on a free loopback port for the session, with the container `pulumi-state`; `azurite.env()`
+    points the CLI at it. Stacks on it need unique names (every test's are)."""
+    try:
+        handle = start_azurite(tmp_path_factory.mktemp("azurite"))
+    except (ToolchainMissing, AzuriteError) as exc:
+        pytest.fail(f"no Azure Blob backend for the tests: {exc}")
+    try:
+        yield handle
+    finally:
+        stop_azurite(handle, remove_data=True)
 
 
 # --- a real Kubernetes API server (kube_apiserver.py) ----------------------------------------------------

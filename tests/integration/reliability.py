@@ -78,14 +78,14 @@ def names_in(emulator: EmulatorHandle, stack: auto.Stack) -> int:
     return sum(str(r["name"]).startswith(prefix) for r in emulator.state()["resources"])
 
 
-def start_up(stack: auto.Stack, log: Path, *extra: str) -> subprocess.Popen[bytes]:
+def start_up(stack: auto.Stack, log: Path, *extra: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     """`pulumi up` of `stack` (plus `extra` flags) in a session of its own, so that its whole process tree can be
-    killed."""
+    killed; `env` over the offline toolchain's (another backend, another PULUMI_HOME)."""
     with log.open("wb") as out:
         return subprocess.Popen(
             ["pulumi", "up", "--yes", "--skip-preview", "--non-interactive", "--stack", stack.name, *extra],
             cwd=REPO,
-            env=pulumi_env(),
+            env={**pulumi_env(), **(env or {})},
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
@@ -134,9 +134,10 @@ def wait_until(condition: Callable[[], bool], what: str, *, process: subprocess.
         time.sleep(0.02)
 
 
-def recover(stack: auto.Stack, *extra: str) -> subprocess.CompletedProcess[str]:
-    """The recovery command, as a user runs it."""
-    return run([str(REPO / ".venv" / "bin" / "python"), "-m", "ssh_gateway.ops.recover", "--stack", stack.name, *extra])
+def recover(stack: auto.Stack, *extra: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """The recovery command, as a user runs it (`env` over the offline toolchain's, e.g. with `--ambient`)."""
+    python = str(REPO / ".venv" / "bin" / "python")
+    return run([python, "-m", "ssh_gateway.ops.recover", "--stack", stack.name, *extra], env=env)
 
 
 def show(config: pytest.Config, line: str) -> None:

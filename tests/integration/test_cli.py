@@ -23,7 +23,18 @@ pytestmark = pytest.mark.integration
 SSH_GATEWAY = REPO / ".venv" / "bin" / "ssh-gateway"
 KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIAi5LozFLqWuY6k4TyD1C+Oys0CW2N2WqpjyAxjMsw+d"
 USER_CONFIG = b"# my own\nServerAliveInterval 42\n\nHost mine\n    HostName mine.example.org\n    User me\n"
-COMMANDS = ("demo", "doctor", "drift-check", "preview-summary", "ssh-config", "instances", "recover", "local-cluster")
+COMMANDS = (
+    "demo",
+    "doctor",
+    "drift-check",
+    "preview-summary",
+    "ssh-config",
+    "instances",
+    "recover",
+    "shards",
+    "local-cluster",
+    "local-backend",
+)
 
 
 def cli(*args: str, home: Path | None = None) -> subprocess.CompletedProcess[str]:
@@ -190,6 +201,47 @@ def test_instances_add_shows_the_new_port_in_the_preview_and_keeps_the_file_comm
     listed = cli("instances", "list", "--stack", stack.name, "--json")
     assert [entry["name"] for entry in json.loads(listed.stdout)] == ["a", "c", "d"]
     assert path.read_text().startswith("# platform-managed: instances come and go")
+
+
+CONNECT_STACK = """\
+config:
+  ssh-gateway:pangolin: {url: "http://127.0.0.1:9/v1", orgId: acme, siteId: 1}
+  ssh-gateway:ports: {range: 20000-20019}
+  ssh-gateway:gateway: {hostTemplate: 127.0.0.1}
+  ssh-gateway:firewall: {enabled: false}
+  ssh-gateway:connect:
+    gateway: {kind: envoy, listenerPort: 20080, targetHost: 127.0.0.1}
+    public: {via: pangolin, port: 20443}
+  ssh-gateway:instances:  # the platform's
+    - name: gpu-01
+      target: static
+      staticHost: 127.0.0.1
+      staticPort: 2222
+"""
+
+
+def test_instances_add_routing_connect(tmp_path: Path) -> None:
+    """`instances add --routing connect`: every instance shape the settings accept can be added, a connect-mode
+    one included; a key of port mode on it is refused with the file unchanged. No preview, so no stack."""
+    name = f"cli-connect-{tmp_path.name[-12:].replace('_', '-')}"
+    path = stack_file(name)
+    path.write_text(CONNECT_STACK)
+    try:
+        static = ["--target", "static", "--static-host", "127.0.0.1", "--static-port", "2225"]
+        added = cli("instances", "add", "gpu-c1", "--stack", name, "--routing", "connect", *static, "--no-preview")
+        assert added.returncode == 0, added.stdout + added.stderr
+        assert "+    - name: gpu-c1\n+      routing: connect\n+      target: static\n" in added.stdout
+        listed = json.loads(cli("instances", "list", "--stack", name, "--json").stdout)
+        assert listed[-1] == {"name": "gpu-c1", "routing": "connect", "target": "static",
+                              "staticHost": "127.0.0.1", "staticPort": 2225}  # fmt: skip
+
+        before = path.read_bytes()
+        pinned = cli("instances", "add", "gpu-c2", "--stack", name, "--routing", "connect", *static, "--port", "20005")
+        assert pinned.returncode == 3, pinned.stdout + pinned.stderr
+        assert "ssh-gateway:instances[2].port = 20005: port is only for routing: port" in pinned.stderr
+        assert path.read_bytes() == before
+    finally:
+        path.unlink()
 
 
 def test_a_static_stack_needs_no_kubernetes_plugin(

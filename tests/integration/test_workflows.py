@@ -3,6 +3,8 @@ catches a broken input, and the workflows do what docs/pull-requests.md says."""
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -59,7 +61,8 @@ def test_preview_runs_pulumi_actions_per_stack_and_posts_the_summary() -> None:
     preview = workflow("preview.yml")
     assert "pull_request" in preview[True]
     job = preview["jobs"]["preview"]
-    assert job["strategy"]["matrix"]["stack"] == "${{ fromJSON(needs.stacks.outputs.stacks) }}"
+    assert job["strategy"]["matrix"]["include"] == "${{ fromJSON(needs.stacks.outputs.stacks) }}"
+    assert job["environment"] == "preview-${{ matrix.environment }}"  # one per environment, for all its shards
     [action] = [s for s in steps_using(job, "pulumi/actions@") if s.get("with", {}).get("command")]
     assert action["with"]["command"] == "preview"
     assert action["with"]["comment-on-pr"] is True and action["with"]["diff"] is True
@@ -70,22 +73,67 @@ def test_preview_runs_pulumi_actions_per_stack_and_posts_the_summary() -> None:
     assert {"PULUMI_CONFIG_PASSPHRASE", "PANGOLIN_API_KEY", "ARM_CLIENT_ID"} <= set(job["env"])
 
 
-def test_up_goes_through_each_environment_in_turn() -> None:
+def test_up_deploys_each_environments_shards_as_parallel_jobs_dev_then_prod() -> None:
     up = workflow("up.yml")
     assert up[True]["push"]["branches"] == ["main"]
-    assert [(name, job["with"]["stack"], job.get("needs")) for name, job in up["jobs"].items()] == [
-        ("dev", "dev", None),
-        ("prod", "prod", "dev"),
-    ]
+    jobs = up["jobs"]
+    assert list(jobs) == ["shards", "dev", "prod"]
+    assert (jobs["dev"]["needs"], jobs["prod"]["needs"]) == ("shards", ["shards", "dev"])
+    for env in ("dev", "prod"):
+        job = jobs[env]
+        # One job per stack of the environment, none cancelled by another's failure, none waiting for another.
+        assert job["strategy"] == {
+            "fail-fast": False,
+            "matrix": {"include": f"${{{{ fromJSON(needs.shards.outputs.{env}) }}}}"},
+        }
+        assert job["uses"] == "./.github/workflows/up-stack.yml"
+        assert job["with"] == {"stack": "${{ matrix.stack }}", "environment": "${{ matrix.environment }}"}
     job = workflow("up-stack.yml")["jobs"]["up"]
-    assert job["environment"] == "${{ inputs.stack }}"  # the environment's reviewers approve the run
+    assert job["environment"] == "${{ inputs.environment }}"  # the environment's reviewers approve its jobs
+    assert job["concurrency"] == {"group": "up-${{ inputs.stack }}", "cancel-in-progress": False}
     [action] = [s for s in steps_using(job, "pulumi/actions@") if s.get("with", {}).get("command")]
     assert action["with"]["command"] == "up"
+    assert action["with"]["stack-name"] == "${{ inputs.stack }}"
+
+
+def _listing_outputs(name: str, job: str, stacks_dir: Path) -> dict[str, Any]:
+    """Runs a workflow's listing step as the runner would (bash, from a checkout) with `stacks_dir` as stacks/."""
+    checkout = stacks_dir.parent
+    shutil.copytree(
+        REPO / "ssh_gateway", checkout / "ssh_gateway", ignore=shutil.ignore_patterns("__pycache__"), dirs_exist_ok=True
+    )
+    output = checkout / "github_output"
+    output.write_text("")
+    [step] = [s for s in workflow(name)["jobs"][job]["steps"] if s.get("id") == "list"]
+    subprocess.run(
+        ["bash", "-e", "-c", step["run"]],
+        cwd=checkout,
+        env={"PATH": os.environ["PATH"], "GITHUB_OUTPUT": str(output)},
+        check=True,
+    )
+    return {key: json.loads(value) for key, _, value in (line.partition("=") for line in output.read_text().split())}
+
+
+def test_the_workflows_list_the_shards_by_the_one_rule(tmp_path: Path) -> None:
+    stacks = tmp_path / "checkout" / "stacks"
+    stacks.mkdir(parents=True)
+    for stack in ("dev", "local", "prod-a", "prod-b", "prod-c"):
+        (stacks / f"Pulumi.{stack}.yaml").write_text("config: {}\n")
+    shards = [{"environment": "prod", "stack": f"prod-{x}"} for x in "abc"]
+    assert _listing_outputs("up.yml", "shards", stacks) == {
+        "dev": [{"environment": "dev", "stack": "dev"}],
+        "prod": shards,
+    }
+    for name in ("preview.yml", "drift.yml"):
+        # Every shard of every environment, never `local`.
+        stacks_of = _listing_outputs(name, "stacks", stacks)
+        assert stacks_of == {"stacks": [{"environment": "dev", "stack": "dev"}, *shards]}, name
 
 
 def test_drift_runs_on_a_schedule_and_by_hand() -> None:
     drift = workflow("drift.yml")
     assert set(drift[True]) == {"schedule", "workflow_dispatch"}
+    assert drift["jobs"]["drift"]["strategy"]["matrix"]["include"] == "${{ fromJSON(needs.stacks.outputs.stacks) }}"
     run = "\n".join(str(s.get("run", "")) for s in drift["jobs"]["drift"]["steps"])
     assert 'scripts/drift-check --ambient "$STACK"' in run
     # scripts/drift-check is `preview --refresh --expect-no-changes` (tests/integration/test_drift_check.py).

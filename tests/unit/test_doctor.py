@@ -15,6 +15,7 @@ import pytest
 
 from ssh_gateway.core import host_identity as hi
 from ssh_gateway.core.host_identity import openssh_public_key
+from ssh_gateway.core.outputs import GatewayKind
 from ssh_gateway.ops.doctor import LAYERS, Check, Endpoint, InstanceReport, as_json, endpoints_from_outputs, render
 from ssh_gateway.ops.doctor.checks import (
     check_banner,
@@ -355,5 +356,5 @@ def test_a_standalone_envoys_404_says_to_restart_it_with_the_current_config() ->
     assert 'envoy --config-yaml "$(pulumi stack output envoyConfig)"' in check.fix
     assert "EnvoyFilter" not in check.fix and "EnvoyFilter" not in answered(b"HTTP/1.1 503 x", envoy).fix
     # The same status from an Istio gateway still names its EnvoyFilter.
-    istio = dataclasses.replace(envoy, gateway_kind="istio", route="istio-system/ssh-gpu-c1.default.connect")
+    istio = dataclasses.replace(envoy, gateway_kind=GatewayKind.ISTIO, route="istio-system/ssh-gpu-c1.default.connect")
     assert "EnvoyFilter istio-system/ssh-gpu-c1.default.connect" in answered(b"HTTP/1.1 404 Not Found", istio).fix

@@ -178,7 +178,7 @@ def test_pyyaml_style_lists_keep_their_indentation() -> None:
             "ssh-gateway:instances[2].sourceCidrs = [\"x\"]: 'x' is not a CIDR",
         ),
         ({"name": "gpu-alice"}, 'an instance named "gpu-alice" already exists'),
-        ({"name": "gpu-x", "colour": "red"}, "unknown key(s) colour; allowed: name, user, target"),
+        ({"name": "gpu-x", "colour": "red"}, "unknown key(s) colour; allowed: name, routing, user, target"),
     ],
 )
 def test_a_refused_add_names_the_key_and_value(entry: dict[str, object], expected: str) -> None:

@@ -558,3 +558,13 @@ def test_an_envoy_only_key_under_istio_is_refused() -> None:
 )
 def test_bad_static_connect_instances_are_named(instance: dict[str, Any], expected: str) -> None:
     assert expected in connect_error(connect=ENVOY, instances=[instance])
+
+
+def test_instance_keys_are_exactly_the_keys_of_the_instance_models() -> None:
+    """`INSTANCE_KEYS` (the order `instances add` writes, and its options) cannot drift from the model."""
+    from ssh_gateway.core.settings import INSTANCE_KEYS
+    from ssh_gateway.core.settings.sections import INSTANCE_MODELS
+
+    keys = {str(f.alias or name) for model in INSTANCE_MODELS for name, f in model.model_fields.items()}
+    assert sorted(INSTANCE_KEYS) == sorted(keys)
+    assert len(set(INSTANCE_KEYS)) == len(INSTANCE_KEYS)

@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from pulumi import automation as auto
 
 from ssh_gateway.core.credentials import find_api_key
+from ssh_gateway.core.outputs import read_outputs
 from ssh_gateway.ops.automation import workspace_options
 from ssh_gateway.plumbing.toolchain import REPO, ToolchainMissing
 
@@ -61,8 +62,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"doctor: stack {args.stack!r} has no instance {', '.join(unknown)}", file=sys.stderr)
             return 2
         endpoints = [ep for ep in endpoints if ep.instance in args.instance]
-    pangolin = dict(outputs.get("pangolin") or {})
-    reports = diagnose(endpoints, api_url=str(pangolin.get("url", "")), api_key=_api_key(stack), timeout=args.timeout)
+    api_url = read_outputs(outputs).pangolin_url or ""
+    reports = diagnose(endpoints, api_url=api_url, api_key=_api_key(stack), timeout=args.timeout)
     elapsed = time.monotonic() - started
     if args.json:
         print(json.dumps(as_json(reports, stack=stack.name, elapsed=elapsed), indent=2))

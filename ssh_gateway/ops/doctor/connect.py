@@ -23,6 +23,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from ssh_gateway.core.connect import SSH_PORT, proxytunnel_command
+from ssh_gateway.core.outputs import GatewayKind
 
 from .checks import Deadline, check_banner, check_dns, check_host_identity, check_tcp, fingerprint
 from .model import Check, Endpoint
@@ -52,7 +53,7 @@ _RESTART_ENVOY = 'restart it with the current one: envoy --config-yaml "$(pulumi
 def _fix(endpoint: Endpoint, status: int) -> str:
     """Which layer a status names, and what to do about it."""
     authority = endpoint.authority
-    if endpoint.gateway_kind == "envoy":
+    if endpoint.gateway_kind is GatewayKind.ENVOY:
         return _envoy_fix(endpoint, status)
     match status:
         case 404:

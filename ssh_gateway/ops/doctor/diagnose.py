@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from concurrent.futures import Future, ThreadPoolExecutor
 
+from ssh_gateway.core.outputs import Routing
+
 from .checks import network_checks
 from .connect import connect_checks
 from .model import Check, Endpoint, InstanceReport
@@ -24,7 +26,7 @@ def diagnose(endpoints: list[Endpoint], *, api_url: str, api_key: str | None, ti
         jobs: list[tuple[Endpoint, Future[list[Check]], Future[Check]]] = [
             (
                 ep,
-                pool.submit(connect_checks if ep.routing == "connect" else network_checks, ep, timeout),
+                pool.submit(connect_checks if ep.routing is Routing.CONNECT else network_checks, ep, timeout),
                 pool.submit(check_pangolin, ep, api_url, api_key, timeout),
             )
             for ep in endpoints

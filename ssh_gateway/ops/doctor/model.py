@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ssh_gateway.core.names import connect_resource_name, pangolin_resource_name, ssh_alias
+from ssh_gateway.core.outputs import DEFAULT_GATEWAY_KIND, DEFAULT_VIA, GatewayKind, Routing, Via, read_outputs
 from ssh_gateway.core.trust import lookup_key, parse_known_hosts
 
 __all__ = ["LAYERS", "Check", "Endpoint", "InstanceReport", "Status", "endpoints_from_outputs", "host_key_aliases"]
@@ -51,19 +52,19 @@ class Endpoint:
     """The `HostKeyAlias` of the instance's ssh config block: the name its certificate must carry."""
     trusted_cas: tuple[str, ...] = ()
     """The CA keys of the stack's `@cert-authority` lines that cover the instance, as ssh looks them up."""
-    routing: str = "port"
+    routing: Routing = Routing.PORT
     """`port`: `host:port` is the instance's own; `connect`: it is the stack's CONNECT entry."""
     authority: str | None = None
     """A connect-mode instance's CONNECT authority (its ssh HostName)."""
     route: str | None = None
     """Where a connect-mode instance's route is: its EnvoyFilter `<namespace>/<name>`, or its virtual host in the
     standalone Envoy's config, `envoyConfig/<virtual host>`."""
-    gateway_kind: str = "istio"
+    gateway_kind: GatewayKind = DEFAULT_GATEWAY_KIND
     """A connect-mode instance's gateway: `istio` (EnvoyFilters on an ingress gateway) or `envoy` (a standalone
     Envoy running the stack's envoyConfig)."""
     accept_http10: bool = False
     """The stack turns HTTP/1.0 CONNECT on (`nc -X connect`): the doctor checks that the gateway accepts it."""
-    via: str | None = None
+    via: Via | None = None
     """A connect-mode instance's entry: `pangolin` (a Pangolin resource to check) or `direct`."""
 
     @property
@@ -129,38 +130,39 @@ def endpoints_from_outputs(outputs: Mapping[str, Any], *, project: str, stack: s
     Each one's pinned key and trusted CAs are the `knownHosts` lines that ssh, using the instance's ssh config
     block, would look up for it.
     """
-    known_hosts = parse_known_hosts(str(outputs.get("knownHosts") or ""))
-    aliases = host_key_aliases(str(outputs.get("sshConfig") or ""))
-    connect = dict(outputs.get("connect") or {})
+    read = read_outputs(outputs)
+    known_hosts = parse_known_hosts(read.known_hosts)
+    aliases = host_key_aliases(read.ssh_config)
     endpoints = []
-    for name, ep in sorted(dict(outputs.get("endpoints") or {}).items()):
-        host, port = str(ep["host"]), int(ep["port"])
-        resource_id = ep.get("pangolinResourceId")
-        connected = ep.get("routing") == "connect"
+    for name, ep in read.endpoints.items():
+        connected = ep.routing is Routing.CONNECT
         # A connect-mode block always sets HostKeyAlias ssh-<instance>: every such instance shares the entry.
         alias = aliases.get(ssh_alias(name)) or (ssh_alias(name) if connected else None)
-        lookup = lookup_key(host, port, alias)
+        lookup = lookup_key(ep.host, ep.port, alias)
         matching = [entry for entry in known_hosts if entry.matches(lookup)]
         common: dict[str, Any] = {
             "instance": name,
-            "host": host,
-            "port": port,
-            "user": str(ep.get("user", "")),
-            "resource_id": int(resource_id) if resource_id is not None else None,
+            "host": ep.host,
+            "port": ep.port,
+            "user": ep.user,
+            "resource_id": ep.pangolin_resource_id,
             "pinned_key": next((e.key for e in matching if not e.marker), None),
             "host_key_alias": alias,
             "trusted_cas": tuple(e.key for e in matching if e.marker == "@cert-authority"),
         }
         if connected:
+            connect = read.connect
+            if ep.authority is None:
+                raise ValueError(f"endpoints.{name}: a connect-mode endpoint without its authority")
             endpoint = Endpoint(
                 **common,
                 expected_name=connect_resource_name(project, stack),
-                routing="connect",
-                authority=str(ep["authority"]),
-                route=str(ep["route"]) if ep.get("route") else None,
-                accept_http10=bool(connect.get("acceptHttp10")),
-                via=str(connect.get("via") or "pangolin"),
-                gateway_kind=str((connect.get("gateway") or {}).get("kind") or "istio"),
+                routing=Routing.CONNECT,
+                authority=ep.authority,
+                route=ep.route,
+                accept_http10=connect.accept_http10 if connect else False,
+                via=connect.via if connect else DEFAULT_VIA,
+                gateway_kind=connect.gateway_kind if connect else DEFAULT_GATEWAY_KIND,
             )
         else:
             endpoint = Endpoint(**common, expected_name=pangolin_resource_name(project, stack, name))

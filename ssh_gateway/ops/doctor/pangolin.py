@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import httpx
 
+from ssh_gateway.core.outputs import Via
 from ssh_gateway.ops.pangolin_api import (
     PangolinAuthError,
     PangolinError,
@@ -30,7 +31,7 @@ def check_pangolin(
     """One GET of the resource and one of its targets, each within `timeout`, no retries (the doctor must not
     wait out a backoff). Messages never contain the key: the client builds them from the route and status.
     `transport` is a test seam (httpx.MockTransport)."""
-    if endpoint.via == "direct":
+    if endpoint.via is Via.DIRECT:
         return Check("pangolin", "skip", "the CONNECT entry is the gateway's own address (via: direct)")
     if endpoint.resource_id is None:
         return Check("pangolin", "fail", "the stack has no Pangolin resource for this instance", "run pulumi up")

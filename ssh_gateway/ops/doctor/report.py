@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from ssh_gateway.core.outputs import Routing
+
 from .model import LAYERS, InstanceReport
 
 __all__ = ["as_json", "render"]
@@ -22,7 +24,7 @@ def as_json(reports: list[InstanceReport], *, stack: str, elapsed: float) -> dic
                 "host": r.endpoint.host,
                 "port": r.endpoint.port,
                 "user": r.endpoint.user,
-                "routing": r.endpoint.routing,
+                "routing": r.endpoint.routing.value,
                 "authority": r.endpoint.authority,
                 "pangolinResourceId": r.endpoint.resource_id,
                 "healthy": r.broken is None,
@@ -39,7 +41,8 @@ def as_json(reports: list[InstanceReport], *, stack: str, elapsed: float) -> dic
 def render(reports: list[InstanceReport], *, stack: str, elapsed: float) -> str:
     """A table (one row per instance, one column per layer) and, below it, each problem with its fix. The
     CONNECT column only where some instance is in connect mode."""
-    layers = [layer for layer in LAYERS if layer != "connect" or any(r.endpoint.routing == "connect" for r in reports)]
+    routed = any(r.endpoint.routing is Routing.CONNECT for r in reports)
+    layers = [layer for layer in LAYERS if layer != "connect" or routed]
     header = ["INSTANCE", "ENDPOINT", *(layer.upper() for layer in layers), "VERDICT"]
     rows = [header]
     for r in reports:

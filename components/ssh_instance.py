@@ -2,8 +2,8 @@
 
 Children: the `ssh-<instance>` Service in front of the pod's sshd (not for static targets), the Pangolin TCP
 resource on the instance's allocated public port with its target, the Azure NSG inbound rule for
-exactly that port, and - unless a host key is pinned - the instance's host key with its certificate
-(`SshHostKey`) and the `ssh-<instance>-host-key` Secret the pod mounts it from.
+exactly that port, and - unless a host key is pinned - the `ssh-<instance>-host-key` Secret the pod mounts its
+host key and certificate from (both derived from the stack's secrets, `components.host_identity`).
 """
 
 from __future__ import annotations

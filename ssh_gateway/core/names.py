@@ -23,6 +23,9 @@ __all__ = [
     "HOST_CA_TYPE",
     "HOST_IDENTITY_MODULE",
     "HOST_KEY_KIND",
+    "HOST_KEY_ROOT_KIND",
+    "HOST_KEY_ROOT_NAME",
+    "HOST_KEY_ROOT_TYPE",
     "HOST_KEY_TYPE",
     "INSTANCE_TYPES",
     "ISTIO_GATEWAY_TYPE",
@@ -100,7 +103,11 @@ HOST_CA_TYPE: Final = f"pulumi-python:dynamic/{HOST_IDENTITY_MODULE}:{HOST_CA_KI
 """A generation of the stack's SSH host CA."""
 HOST_KEY_KIND: Final = "SshHostKey"
 HOST_KEY_TYPE: Final = f"pulumi-python:dynamic/{HOST_IDENTITY_MODULE}:{HOST_KEY_KIND}"
-"""An instance's host key and its certificate."""
+"""An instance's host key and its certificate, as stacks kept them before the keys were derived (the program
+registers none now; the engine deletes those it finds)."""
+HOST_KEY_ROOT_KIND: Final = "SshHostKeyRoot"
+HOST_KEY_ROOT_TYPE: Final = f"pulumi-python:dynamic/{HOST_IDENTITY_MODULE}:{HOST_KEY_ROOT_KIND}"
+"""The stack's host-key root, from which every instance's host key is derived."""
 
 NSG_RULE_TYPE: Final = "azure-native:network:SecurityRule"
 NSG_TYPE: Final = "azure-native:network:NetworkSecurityGroup"
@@ -176,6 +183,10 @@ def public_host(template: str, instance: str) -> str:
 def host_key_secret_name(instance: str) -> str:
     """The Kubernetes Secret holding an instance's host key and certificate, next to its Service."""
     return f"ssh-{instance}-host-key"
+
+
+HOST_KEY_ROOT_NAME: Final = "host-key-root"
+"""The Pulumi name of the stack's host-key root (one per stack, no instance owns it)."""
 
 
 def host_ca_name(generation: int) -> str:

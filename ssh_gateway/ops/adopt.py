@@ -39,6 +39,7 @@ from typing import Any, Final, Literal
 from ssh_gateway.core.names import (
     ALLOCATION_TYPE,
     HOST_CA_TYPE,
+    HOST_KEY_ROOT_TYPE,
     HOST_KEY_TYPE,
     INSTANCE_TYPES,
     NSG_RULE_TYPE,
@@ -76,6 +77,7 @@ RECOVERABLE_TYPES: Final = frozenset(
         PORT_CHECK_TYPE,  # a check: data only
         HOST_CA_TYPE,  # generated again; nothing was published from the lost run (its outputs were never saved)
         HOST_KEY_TYPE,  # issued again; the adopted Secret is updated with it
+        HOST_KEY_ROOT_TYPE,  # made again, and every key derived from it
         *INSTANCE_TYPES,
         STACK_TYPE,
     }

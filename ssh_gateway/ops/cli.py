@@ -670,6 +670,13 @@ def register_recover(commands: Commands) -> None:
     recover.register(commands)
 
 
+def register_up(commands: Commands) -> None:
+    # A first `up` skips the per-step checkpoints (ssh_gateway/ops/up.py); later ones are plain `pulumi up`s.
+    from . import up
+
+    up.register(commands)
+
+
 # --- the command line -----------------------------------------------------------------------------------------
 
 Register = Callable[["Commands"], None]
@@ -682,6 +689,7 @@ COMMANDS: Final[tuple[Register, ...]] = (
     register_ssh_config,
     register_instances,
     register_recover,
+    register_up,
     register_shards,
     register_local_cluster,
     register_local_backend,

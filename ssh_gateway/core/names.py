@@ -38,6 +38,7 @@ __all__ = [
     "PORT_CHECK_TYPE",
     "SECRET_TYPE",
     "SERVICE_TYPE",
+    "STACK_MARK",
     "STACK_TYPE",
     "Role",
     "child_name",
@@ -52,6 +53,8 @@ __all__ = [
     "public_host",
     "service_name",
     "ssh_alias",
+    "stack_mark",
+    "stack_marked",
     "type_chain",
     "urn_name",
     "urn_type",
@@ -133,6 +136,23 @@ class Role(StrEnum):
 def child_name(instance: str, role: Role) -> str:
     """The Pulumi name of an instance's child, e.g. `gpu-01-pangolin`."""
     return f"{instance}-{role}"
+
+
+STACK_MARK: Final = "ssh-gateway/stack"
+"""The annotation on each Kubernetes object the program makes (its Services and Secrets), holding the owning
+stack's `stack_mark`. `recover` adopts an object that no state holds only when it carries this stack's mark:
+the name alone is no proof (another stack, or a person, may have made an object of that name)."""
+
+
+def stack_mark(project: str, stack: str) -> str:
+    """The owning stack as the marks write it: `<project>/<stack>`, e.g. `ssh-gateway/prod`."""
+    return f"{project}/{stack}"
+
+
+def stack_marked(description: str, project: str, stack: str) -> str:
+    """An NSG rule's description with the owning stack's mark (a rule has no labels; its description is the
+    one free-text field Azure keeps), e.g. `... [stack ssh-gateway/prod]`."""
+    return f"{description} [stack {stack_mark(project, stack)}]"
 
 
 def owner_prefix(project: str, stack: str) -> str:

@@ -17,8 +17,10 @@ import pulumi_kubernetes as k8s
 from ssh_gateway.core.derived_identity import DerivedIdentity, derive_identity
 from ssh_gateway.core.host_identity import secret_files
 from ssh_gateway.core.names import Role, child_name, host_key_secret_name
-from ssh_gateway.core.targets import SKIP_AWAIT_ANNOTATIONS, ServiceSpec
+from ssh_gateway.core.targets import ServiceSpec
 from ssh_gateway.core.trust import plain_line
+
+from .kubernetes_objects import ownership_annotations
 
 __all__ = ["HostIdentityArgs", "Signing", "issue_host_identity"]
 
@@ -111,7 +113,7 @@ def _create_secret(
             name=host_key_secret_name(instance),
             namespace=spec.namespace,
             labels={"app.kubernetes.io/managed-by": "ssh-gateway", "ssh-gateway/instance": instance},
-            annotations=SKIP_AWAIT_ANNOTATIONS if spec.skip_await else None,
+            annotations=ownership_annotations(skip_await=spec.skip_await),
         ),
         type="Opaque",
         string_data=data,

@@ -24,6 +24,7 @@ from providers.pangolin.port_check_resource import PortCheck, PortCheckArgs
 from providers.port_allocation.resource import PortAllocation, PortAllocationArgs
 from ssh_gateway.core.connect import PangolinEntry, StandaloneEnvoy, envoy_bootstrap_yaml
 from ssh_gateway.core.credentials import find_api_key
+from ssh_gateway.core.derived_names import check_derived_names
 from ssh_gateway.core.firewall import Sources, connect_priority, nsg_priority
 from ssh_gateway.core.host_identity import cert_authority_lines, private_seed
 from ssh_gateway.core.names import (
@@ -95,9 +96,11 @@ def _config() -> dict[str, str]:
 def load_settings() -> Settings:
     """The running stack's settings; a config problem is a `RunError` naming the key and value."""
     try:
-        return parse_settings(decode_config(_config()))
+        settings = parse_settings(decode_config(_config()))
+        check_derived_names(settings)
     except SettingsError as exc:
         raise pulumi.RunError(str(exc)) from None
+    return settings
 
 
 def read_pangolin_org(settings: Settings) -> OrgView:

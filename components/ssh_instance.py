@@ -21,6 +21,7 @@ from ssh_gateway.core.names import (
     CONNECT_INSTANCE_TYPE,
     Role,
     child_name,
+    nsg_rule_name,
     ssh_alias,
 )
 from ssh_gateway.core.targets import ClusterIpTarget, NodePortTarget, StaticTarget, Target
@@ -167,7 +168,7 @@ class SshInstance(pulumi.ComponentResource):
         nsg_rule(
             child_name(name, Role.NSG_RULE),
             fw,
-            rule_name=f"ssh-gateway-{args.instance}",
+            rule_name=nsg_rule_name(args.instance),
             description=f"ssh-gateway: public ssh to instance {args.instance}",
             port=pulumi.Output.from_input(args.public_port).apply(str),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[pangolin_resource]),

@@ -134,6 +134,7 @@ def _run_doctor(args: argparse.Namespace) -> int:
     from ssh_gateway.ops.doctor.__main__ import main as doctor
 
     argv = ["--stack", args.stack, "--timeout", str(args.timeout), *(["--json"] if args.json else [])]
+    argv += [f"--traefik-api={args.traefik_api}"] if args.traefik_api else []
     return doctor(argv + [f"--instance={name}" for name in args.instance or []])
 
 
@@ -156,6 +157,7 @@ def register_doctor(commands: Commands) -> None:
     parser.add_argument("--json", action="store_true", help="the findings as JSON")
     parser.add_argument("--timeout", type=float, default=3.0, help="seconds per instance (default: %(default)s)")
     parser.add_argument("--instance", action="append", metavar="NAME", help="only this instance (repeatable)")
+    parser.add_argument("--traefik-api", metavar="URL", help="also name entry points the stack needs and Traefik lacks")
 
 
 def _run_drift_check(args: argparse.Namespace) -> int:
@@ -663,6 +665,12 @@ def register_shards(commands: Commands) -> None:
     shards.register(commands)
 
 
+def register_gateway_config(commands: Commands) -> None:
+    from . import gateway_config  # its parser, help and handler live with it; it imports nothing of the CLI
+
+    gateway_config.register(commands, add_command, _outputs_of)
+
+
 def register_recover(commands: Commands) -> None:
     # Its parser, help, exit codes and handler live with the recovery code; the module imports no Pulumi SDK.
     from . import recover
@@ -687,6 +695,7 @@ COMMANDS: Final[tuple[Register, ...]] = (
     register_drift_check,
     register_preview_summary,
     register_ssh_config,
+    register_gateway_config,
     register_instances,
     register_recover,
     register_up,

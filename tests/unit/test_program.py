@@ -16,6 +16,7 @@ from ssh_gateway.core.names import (
     HOST_KEY_TYPE,
     PANGOLIN_TYPE,
     SECRET_TYPE,
+    STACK_MARK,
 )
 from ssh_gateway.core.org import OrgView
 from ssh_gateway.core.settings import parse_settings
@@ -189,7 +190,8 @@ def test_each_instance_gets_a_certified_key_and_service_targets_a_secret(mocks: 
     assert sorted(secrets) == ["ssh-gpu-01-host-key", "ssh-gpu-02-host-key"]
     secret = secrets["ssh-gpu-01-host-key"]
     assert secret.name == "gpu-01-host-key-secret" and secret.inputs["type"] == "Opaque"
-    assert secret.inputs["metadata"]["namespace"] == "gpu" and "annotations" not in secret.inputs["metadata"]
+    assert secret.inputs["metadata"]["namespace"] == "gpu"
+    assert list(secret.inputs["metadata"]["annotations"]) == [STACK_MARK]  # the owner's mark, no skip-await
     files = revealed(secret.inputs["stringData"])
     assert sorted(files) == sorted(hi.SECRET_KEYS)
     public = files[hi.HOST_PUBLIC_KEY_FILE].strip()

@@ -72,7 +72,7 @@ class Size:
 
 def size_timing(tmp: Path, count: int, plus: int) -> Size:
     log(f"N={count}: first up as `ssh-gateway up` runs it, then {plus} x +1")
-    name = f"platform-{count}"
+    name = f"bench-platform-{count}"
     with emulator(tmp, name) as emu:
         bench = _decided(open_program(name, emu, program_config(emu, instance_names(count))))
         skipped = bench.stack.workspace.env_vars.get("PULUMI_SKIP_CHECKPOINTS") == "true"
@@ -98,7 +98,7 @@ def size_timing(tmp: Path, count: int, plus: int) -> Size:
 def checkpointed_up(tmp: Path, count: int) -> Clock:
     """A first `up` that writes every step's checkpoint (a plain `pulumi up`), for comparison."""
     log(f"N={count}: first up with a checkpoint after every step (plain pulumi up)")
-    name = f"platform-plain-{count}"
+    name = f"bench-platform-plain-{count}"
     with emulator(tmp, name) as emu:
         bench = open_program(name, emu, program_config(emu, instance_names(count)), Options())
         try:
@@ -145,7 +145,7 @@ def shards_timing(tmp: Path, total: int, shards: int) -> Shards:
             config = program_config(
                 emu, instance_names(per_shard, k * per_shard), ports=(first, first + 2 * per_shard - 1)
             )
-            benches.append(open_program(f"platform-shard-{k}", emu, config, Options(env=backend_env)))
+            benches.append(open_program(f"bench-platform-shard-{k}", emu, config, Options(env=backend_env)))
         try:
             durations: list[float] = []
 

@@ -8,6 +8,7 @@ import pulumi
 import pulumi_azure_native as azure_native
 
 from ssh_gateway.core.firewall import Sources, source_fields
+from ssh_gateway.core.names import stack_marked
 
 __all__ = ["FirewallRuleArgs", "nsg_rule"]
 
@@ -48,7 +49,7 @@ def nsg_rule(
         resource_group_name=fw.resource_group,
         network_security_group_name=fw.nsg_name,
         security_rule_name=rule_name,
-        description=description,
+        description=stack_marked(description, pulumi.get_project(), pulumi.get_stack()),
         direction="Inbound",
         access="Allow",
         protocol="Tcp",

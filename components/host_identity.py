@@ -1,8 +1,9 @@
-"""An instance's issued host identity as children of its component, the same for both routings.
+"""An instance's issued host identity, the same for both routings.
 
-`issue_host_identity` registers the instance's host key with its certificate (`SshHostKey`) and, for an instance
-behind a Service, the `ssh-<instance>-host-key` Secret its pod mounts them from. `SshInstance` and
-`ConnectSshInstance` both call it, so an instance keeps its key whichever routing it has.
+`issue_host_identity` derives the instance's host key and certificate from the stack's host-key root and CA
+(`ssh_gateway.core.derived_identity`: the same bytes on every run, so nothing per instance is kept in state)
+and, for an instance behind a Service, registers the `ssh-<instance>-host-key` Secret its pod mounts them
+from. `SshInstance` and `ConnectSshInstance` both call it, so an instance keeps its key whichever routing it has.
 """
 
 from __future__ import annotations
@@ -13,27 +14,39 @@ from dataclasses import dataclass
 import pulumi
 import pulumi_kubernetes as k8s
 
-from providers.host_identity import SshHostKey, SshHostKeyArgs
-from ssh_gateway.core.host_identity import secret_data
+from ssh_gateway.core.derived_identity import DerivedIdentity, derive_identity
+from ssh_gateway.core.host_identity import secret_files
 from ssh_gateway.core.names import Role, child_name, host_key_secret_name
-from ssh_gateway.core.targets import SKIP_AWAIT_ANNOTATIONS, ServiceSpec
+from ssh_gateway.core.targets import ServiceSpec
 from ssh_gateway.core.trust import plain_line
 
-__all__ = ["HostIdentityArgs", "issue_host_identity"]
+from .kubernetes_objects import ownership_annotations
+
+__all__ = ["HostIdentityArgs", "Signing", "issue_host_identity"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Signing:
+    """What every instance's identity of one stack is derived from (one per run)."""
+
+    root: pulumi.Input[str]
+    """The stack's host-key root (`SshHostKeyRoot.private_key`, a secret): the keys are derived from it."""
+    ca_seed: pulumi.Input[str]
+    """The signing CA's private key as its 32-byte seed in base64 (a secret)."""
+    now: int
+    """The time of this run (Unix seconds), which picks the certificates' validity window."""
 
 
 @dataclass(frozen=True, kw_only=True)
 class HostIdentityArgs:
-    """The instance's issued host identity: what its certificate says, and who signs it."""
+    """The instance's issued host identity: what its certificate says, and the stack secrets it comes from."""
 
     principals: Sequence[str]
     """Every name a client checks the certificate against (never a port)."""
-    ca_public_key: pulumi.Input[str]
-    """The signing CA's public key."""
-    ca_private_key: pulumi.Input[str]
-    """The signing CA's private key (a secret)."""
+    signing: Signing
+    """The stack's root and signing CA."""
     valid_days: int
-    """How long a certificate is valid; the first `up` after two thirds of it re-issues it."""
+    """How long a certificate is valid; certificates move to the next window with a third of it left."""
     generation: int
     """The host key's generation: bumping it rotates the key."""
     key_id: str
@@ -51,33 +64,40 @@ def issue_host_identity(
     lookup: str,
     service: ServiceSpec | None,
 ) -> tuple[pulumi.Output[str], pulumi.Output[dict[str, str] | None]]:
-    """The issued key and certificate and, for an instance behind a Service (`service`), the Secret the pod
-    mounts them from.
+    """The instance's key and certificate, derived from the stack's secrets (no resource of its own) and, for an
+    instance behind a Service (`service`), the Secret the pod mounts them from.
 
-    Returns the plain known_hosts line (under `lookup`) of the issued key, and the files when no Secret
-    delivers them. The key's name and inputs depend on neither the port, the Service, the target nor the
-    routing, so none of them ever changes it.
+    Returns the plain known_hosts line (under `lookup`) of the key, and the files when no Secret delivers them.
+    What the key is derived from names neither the port, the Service, the target nor the routing, so none of
+    them ever changes it.
     """
-    child = pulumi.ResourceOptions(parent=parent)
-    key = SshHostKey(
-        child_name(name, Role.HOST_KEY),
-        SshHostKeyArgs(
-            principals=list(identity.principals),
-            ca_private_key=identity.ca_private_key,
-            ca_public_key=identity.ca_public_key,
-            valid_days=identity.valid_days,
+    principals = tuple(identity.principals)
+
+    def derive(secrets: list[str]) -> DerivedIdentity:
+        root, ca_seed = secrets
+        return derive_identity(
+            root=root,
+            ca_seed=ca_seed,
+            instance=instance,
             generation=identity.generation,
+            principals=principals,
             key_id=identity.key_id,
-        ),
-        child,
-    )
-    line = key.public_key.apply(lambda public: plain_line(lookup, public))
-    parts = pulumi.Output.all(key.private_key, key.public_key, key.certificate)
+            valid_days=identity.valid_days,
+            now=identity.signing.now,
+        )
+
+    derived = pulumi.Output.all(identity.signing.root, identity.signing.ca_seed).apply(derive)
+    # The public key is public: unsecret it, or every output it reaches (hostKeys) would be hidden too.
+    line = pulumi.Output.unsecret(derived.apply(lambda d: plain_line(lookup, d.public_key)))
     if identity.secret and service is not None:
-        files = parts.apply(lambda p: secret_data(private_key=p[0], public_key=p[1], certificate=p[2]))
-        _create_secret(name, instance, service, files, child)
+        files = derived.apply(
+            lambda d: secret_files(private_key=d.private_key, public_key=d.public_key, certificate=d.certificate)
+        )
+        _create_secret(name, instance, service, files, pulumi.ResourceOptions(parent=parent))
         return line, pulumi.Output.from_input(None)
-    issued = parts.apply(lambda p: {"privateKey": p[0], "publicKey": p[1], "certificate": p[2]})
+    issued = derived.apply(
+        lambda d: {"privateKey": d.private_key, "publicKey": d.public_key, "certificate": d.certificate}
+    )
     return line, pulumi.Output.secret(issued)
 
 
@@ -93,7 +113,7 @@ def _create_secret(
             name=host_key_secret_name(instance),
             namespace=spec.namespace,
             labels={"app.kubernetes.io/managed-by": "ssh-gateway", "ssh-gateway/instance": instance},
-            annotations=SKIP_AWAIT_ANNOTATIONS if spec.skip_await else None,
+            annotations=ownership_annotations(skip_await=spec.skip_await),
         ),
         type="Opaque",
         string_data=data,

@@ -14,9 +14,10 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from ssh_gateway.core.connect import SSH_PORT
+from ssh_gateway.core.names import STACK_MARK, stack_mark
 from ssh_gateway.core.targets import SKIP_AWAIT_ANNOTATIONS, ServiceSpec
 
-__all__ = ["istio_object", "ssh_service"]
+__all__ = ["istio_object", "ownership_annotations", "ssh_service"]
 
 
 def ssh_service(
@@ -36,7 +37,7 @@ def ssh_service(
             name=spec.name,
             namespace=spec.namespace,
             labels={"app.kubernetes.io/managed-by": "ssh-gateway", "ssh-gateway/instance": instance},
-            annotations=SKIP_AWAIT_ANNOTATIONS if spec.skip_await else None,
+            annotations=ownership_annotations(skip_await=spec.skip_await),
         ),
         spec=k8s.core.v1.ServiceSpecArgs(
             type=service_type,
@@ -49,6 +50,13 @@ def ssh_service(
         ),
         opts=opts,
     )
+
+
+def ownership_annotations(*, skip_await: bool) -> dict[str, str]:
+    """The annotations of an object this stack owns: its mark (`STACK_MARK`, what `recover` checks before it
+    adopts an object no state holds) and, on a control-plane-only cluster, the skip-await ones."""
+    mark = {STACK_MARK: stack_mark(pulumi.get_project(), pulumi.get_stack())}
+    return {**mark, **SKIP_AWAIT_ANNOTATIONS} if skip_await else mark
 
 
 def istio_object(

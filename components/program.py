@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from dataclasses import dataclass
 from functools import partial
 from typing import Final
@@ -16,7 +17,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 from pulumi.runtime.config import CONFIG
 
-from providers.host_identity import SshHostCa, SshHostCaArgs
+from providers.host_identity import SshHostCa, SshHostCaArgs, SshHostKeyRoot
 from providers.pangolin.errors import PangolinError
 from providers.pangolin.org import read_org
 from providers.pangolin.port_check import CONNECT_KEY
@@ -24,10 +25,12 @@ from providers.pangolin.port_check_resource import PortCheck, PortCheckArgs
 from providers.port_allocation.resource import PortAllocation, PortAllocationArgs
 from ssh_gateway.core.connect import ConnectGateway, Entry, PangolinEntry, StandaloneEnvoy, envoy_bootstrap_yaml
 from ssh_gateway.core.credentials import find_api_key
+from ssh_gateway.core.derived_names import check_derived_names
 from ssh_gateway.core.firewall import Sources, connect_priority, nsg_priority
-from ssh_gateway.core.host_identity import cert_authority_lines
+from ssh_gateway.core.host_identity import cert_authority_lines, private_seed
 from ssh_gateway.core.names import (
     CONNECT_ENTRY,
+    HOST_KEY_ROOT_NAME,
     connect_resource_name,
     host_ca_name,
     owner_prefix,
@@ -62,7 +65,7 @@ from ssh_gateway.core.trust import (
 from .connect_entry import ConnectEntry, ConnectEntryArgs
 from .connect_ssh_instance import ConnectSshInstance, ConnectSshInstanceArgs
 from .firewall_rule import FirewallRuleArgs
-from .host_identity import HostIdentityArgs
+from .host_identity import HostIdentityArgs, Signing
 from .pangolin_tcp import PangolinTargetArgs
 from .ssh_instance import SshInstance, SshInstanceArgs
 
@@ -110,9 +113,11 @@ def _config() -> dict[str, str]:
 def load_settings() -> Settings:
     """The running stack's settings; a config problem is a `RunError` naming the key and value."""
     try:
-        return parse_settings(decode_config(_config()))
+        settings = parse_settings(decode_config(_config()))
+        check_derived_names(settings)
     except SettingsError as exc:
         raise pulumi.RunError(str(exc)) from None
+    return settings
 
 
 def read_pangolin_org(settings: Settings) -> OrgView:
@@ -170,12 +175,13 @@ def build(settings: Settings, *, org: OrgView, project: str, stack: str) -> dict
     k8s_provider = _kubernetes_provider(settings)
     k8s_opts = pulumi.ResourceOptions(providers=[k8s_provider] if k8s_provider else None)
     authorities = _host_authorities(settings)
+    signing = _signing(settings, authorities)
     by_port: dict[str, SshInstance] = {}
     if allocation is not None and port_range is not None:
         by_port = {
             inst.name: SshInstance(
                 inst.name,
-                _instance_args(settings, inst, allocation, port_range, org, authorities, project=project, stack=stack),
+                _instance_args(settings, inst, allocation, port_range, org, signing, project=project, stack=stack),
                 k8s_opts,
             )
             for inst in port_mode
@@ -191,7 +197,7 @@ def build(settings: Settings, *, org: OrgView, project: str, stack: str) -> dict
         by_connect = {
             inst.name: ConnectSshInstance(
                 inst.name,
-                _connect_instance_args(settings, plan, inst, authorities, project=project, stack=stack),
+                _connect_instance_args(settings, plan, inst, signing, project=project, stack=stack),
                 k8s_opts,
             )
             for inst in settings.instances
@@ -356,7 +362,7 @@ def _connect_instance_args(
     settings: Settings,
     plan: _ConnectPlan,
     inst: ConnectModeInstance,
-    authorities: dict[int, SshHostCa],
+    signing: Signing | None,
     *,
     project: str,
     stack: str,
@@ -374,7 +380,7 @@ def _connect_instance_args(
         server_alive_interval=plan.settings.server_alive_interval,
         host_key=inst.host_key,
         host_identity=_host_identity_args(
-            settings, inst, authorities, key_id=key_id, names=connect_principals(route.authority, inst.name)
+            settings, inst, signing, key_id=key_id, names=connect_principals(route.authority, inst.name)
         ),
         known_hosts_file=known_hosts_file(stack) if inst.host_key or settings.issues_host_key(inst) else None,
     )
@@ -402,7 +408,7 @@ def _instance_args(
     allocation: PortAllocation,
     port_range: PortRange,
     org: OrgView,
-    authorities: dict[int, SshHostCa],
+    signing: Signing | None,
     *,
     project: str,
     stack: str,
@@ -423,7 +429,7 @@ def _instance_args(
         target=settings.target_of(inst),
         firewall=firewall,
         host_key=inst.host_key,
-        host_identity=_host_identity_args(settings, inst, authorities, key_id=name),
+        host_identity=_host_identity_args(settings, inst, signing, key_id=name),
         host_key_alias=host_key_alias(settings.gateway.host_template, inst.name),
         known_hosts_file=known_hosts_file(stack) if inst.host_key or settings.issues_host_key(inst) else None,
     )
@@ -462,23 +468,31 @@ def _host_authorities(settings: Settings) -> dict[int, SshHostCa]:
     return {g: SshHostCa(host_ca_name(g), SshHostCaArgs(generation=g)) for g in identity.ca.generations}
 
 
+def _signing(settings: Settings, authorities: dict[int, SshHostCa]) -> Signing | None:
+    """The stack's host-key root and its signing CA's seed, which every instance's identity is derived from."""
+    identity = settings.host_identity
+    if not isinstance(identity, HostIdentityOn) or not any(settings.issues_host_key(i) for i in settings.instances):
+        return None
+    ca_seed = authorities[identity.ca.signer].private_key.apply(lambda key: private_seed(key, name="host CA"))
+    root = SshHostKeyRoot(HOST_KEY_ROOT_NAME, SshHostCaArgs(generation=1))
+    return Signing(root=root.private_key, ca_seed=pulumi.Output.secret(ca_seed), now=int(time.time()))
+
+
 def _host_identity_args(
     settings: Settings,
     inst: Instance,
-    authorities: dict[int, SshHostCa],
+    signing: Signing | None,
     *,
     key_id: str,
     names: tuple[str, ...] | None = None,
 ) -> HostIdentityArgs | None:
     """`names`: the certificate's principals (default: a port-mode instance's public host and alias)."""
     identity = settings.host_identity
-    if not isinstance(identity, HostIdentityOn) or not settings.issues_host_key(inst):
+    if not isinstance(identity, HostIdentityOn) or signing is None or not settings.issues_host_key(inst):
         return None
-    ca = authorities[identity.ca.signer]
     return HostIdentityArgs(
         principals=names or principals(settings.gateway.host_template, inst.name),
-        ca_public_key=ca.public_key,
-        ca_private_key=ca.private_key,
+        signing=signing,
         valid_days=identity.valid_days,
         generation=inst.host_key_generation,
         key_id=key_id,

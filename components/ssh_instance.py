@@ -2,8 +2,8 @@
 
 Children: the `ssh-<instance>` Service in front of the pod's sshd (not for static targets), the Pangolin TCP
 resource on the instance's allocated public port with its target, the Azure NSG inbound rule for
-exactly that port, and - unless a host key is pinned - the instance's host key with its certificate
-(`SshHostKey`) and the `ssh-<instance>-host-key` Secret the pod mounts it from.
+exactly that port, and - unless a host key is pinned - the `ssh-<instance>-host-key` Secret the pod mounts its
+host key and certificate from (both derived from the stack's secrets, `components.host_identity`).
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from ssh_gateway.core.names import (
     CONNECT_INSTANCE_TYPE,
     Role,
     child_name,
+    nsg_rule_name,
     ssh_alias,
 )
 from ssh_gateway.core.targets import ClusterIpTarget, NodePortTarget, StaticTarget, Target
@@ -167,7 +168,7 @@ class SshInstance(pulumi.ComponentResource):
         nsg_rule(
             child_name(name, Role.NSG_RULE),
             fw,
-            rule_name=f"ssh-gateway-{args.instance}",
+            rule_name=nsg_rule_name(args.instance),
             description=f"ssh-gateway: public ssh to instance {args.instance}",
             port=pulumi.Output.from_input(args.public_port).apply(str),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[pangolin_resource]),

@@ -9,6 +9,10 @@
   resources of the same protocol
 - `GET  faults` / `POST faults` with `{"rate", "seed", "kinds", "delay"}` (each optional, the
   current value stays) → fault settings
+- `GET  doubly-routed`   → `{"<port>": [resourceId, …]}` for ports that ≥2 enabled TCP resources with an
+  enabled target bind: what Traefik would route twice (a resource without an enabled target has no router)
+- `GET  gate` / `POST gate` with `{"route", "parties", "timeout"}` / `POST gate/open` → the test barrier
+  (`gate.py`): arm it, see it, or disarm it
 - `GET  state`           → every resource and target as stored (version-neutral rows)
 """
 
@@ -16,8 +20,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from pangolin_emulator.bindings import doubly_bound
+from pangolin_emulator.bindings import doubly_bound, doubly_routed
 from pangolin_emulator.faults import FaultConfig, FaultInjector, parse_kinds
+from pangolin_emulator.gate import Gate, GateConfig
 from pangolin_emulator.store import Store
 
 __all__ = ["ADMIN_PREFIX", "handle_admin"]
@@ -53,7 +58,16 @@ def _counters(store: Store) -> dict[str, Any]:
     }
 
 
-def handle_admin(store: Store, faults: FaultInjector, method: str, path: str, body: object) -> tuple[int, Any]:
+def _arm_gate(gate: Gate, body: object) -> dict[str, object]:
+    if not isinstance(body, dict) or not isinstance(body.get("route"), str):
+        raise ValueError('body must be a JSON object like {"route": "GET /v1/org/{orgId}/resources", "parties": 2}')
+    gate.arm(GateConfig(str(body["route"]), int(body.get("parties", 2)), float(body.get("timeout", 20.0))))
+    return gate.snapshot()
+
+
+def handle_admin(
+    store: Store, faults: FaultInjector, gate: Gate, method: str, path: str, body: object
+) -> tuple[int, Any]:
     """(status, JSON body) for an admin request; 404 for anything unknown, 400 for bad input."""
     route = f"{method} {path.removeprefix(ADMIN_PREFIX).strip('/')}"
     try:
@@ -64,6 +78,16 @@ def handle_admin(store: Store, faults: FaultInjector, method: str, path: str, bo
             return 200, {"ok": True}
         if route == "GET doubly-bound":
             return 200, {str(port): ids for port, ids in doubly_bound(store.list_resources()).items()}
+        if route == "GET doubly-routed":
+            routed = doubly_routed(store.list_resources(), store.list_targets())
+            return 200, {str(port): ids for port, ids in routed.items()}
+        if route == "GET gate":
+            return 200, gate.snapshot()
+        if route == "POST gate":
+            return 200, _arm_gate(gate, body)
+        if route == "POST gate/open":
+            gate.disarm()
+            return 200, gate.snapshot()
         if route == "GET faults":
             return 200, faults.snapshot()
         if route == "POST faults":

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from pangolin_emulator.store import Row
 
-__all__ = ["Binding", "desired_bindings", "doubly_bound"]
+__all__ = ["Binding", "desired_bindings", "doubly_bound", "doubly_routed"]
 
 RAW_MODES = ("tcp", "udp")
 
@@ -32,6 +32,13 @@ def doubly_bound(resources: list[Row]) -> dict[int, list[int]]:
         if len(ids) > 1:
             result.setdefault(port, []).extend(sorted(ids))
     return result
+
+
+def doubly_routed(resources: list[Row], targets: list[Row]) -> dict[int, list[int]]:
+    """Ports that two or more enabled TCP resources with an enabled target bind: what Traefik would route twice
+    (two routers on one entry point). A resource with no enabled target has no router, so it routes nothing."""
+    routed = {int(t["resourceId"]) for t in targets if t["enabled"]}
+    return doubly_bound([r for r in resources if r["mode"] == "tcp" and int(r["resourceId"]) in routed])
 
 
 def desired_bindings(resources: list[Row], targets: list[Row]) -> dict[int, Binding]:

@@ -14,6 +14,7 @@ from pangolin_emulator.auth import ORG_ACTIONS, ROOT_ACTIONS
 from pangolin_emulator.context import Settings
 from pangolin_emulator.dataplane import DataPlane, DataPlaneLimits
 from pangolin_emulator.faults import DEFAULT_FAULT_KINDS, FaultConfig, FaultInjector, parse_kinds
+from pangolin_emulator.internal import InternalServer
 from pangolin_emulator.keys import generate_api_key, hash_secret, split_token
 from pangolin_emulator.routes import Router
 from pangolin_emulator.server import App, EmulatorServer
@@ -33,8 +34,10 @@ On start it prints one JSON line to stdout:
   {"url": ".../v1", "admin": ".../__emulator", "org_id": ..., "site_id": ..., "domain_id": ...}
 and serves until SIGTERM or SIGINT (exit 0). Like Pangolin 1.17+, GET /v1/openapi.json (and
 .yaml) need no key; the document lists the routes this emulator serves. The test-only admin
-API under /__emulator has no auth: GET counters, POST counters/reset, GET doubly-bound,
-GET|POST faults, GET state.
+API under /__emulator has no auth: GET counters, POST counters/reset, GET doubly-bound, GET doubly-routed,
+GET|POST faults, GET|POST gate, POST gate/open, GET state. With --internal-port, the ready line also has
+"internal" (the internal API's base URL) and GET /api/v1/traefik-config there serves Traefik's dynamic
+configuration.
 """
 
 
@@ -93,6 +96,13 @@ def build_parser() -> argparse.ArgumentParser:
         'are not allowed" and updates of proxyPort are rejected (default: on)',
     )
     api.add_argument("--log-requests", action="store_true", help="log every request to stderr")
+    api.add_argument(
+        "--internal-port",
+        type=int,
+        metavar="PORT",
+        help="serve Pangolin's internal API (no auth) on this port, on --host: GET /api/v1/traefik-config, the "
+        "dynamic configuration Traefik's HTTP provider polls; 0 picks a free one (default: off)",
+    )
     seed = parser.add_argument_group("seed data (created when missing, kept across restarts)")
     seed.add_argument(
         "--seed-org",
@@ -215,6 +225,10 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGINT, on_signal)
     serving = threading.Thread(target=server.serve_forever, args=(0.1,), name="http", daemon=True)
     serving.start()
+    internal: InternalServer | None = None
+    if args.internal_port is not None:
+        internal = InternalServer((args.host, args.internal_port), store)
+        threading.Thread(target=internal.serve_forever, args=(0.1,), name="internal", daemon=True).start()
     base = f"http://{args.host}:{server.server_address[1]}"
     ready = {
         "url": f"{base}/v1",
@@ -223,11 +237,16 @@ def main(argv: list[str] | None = None) -> int:
         "site_id": site_id,
         "domain_id": domain_id,
     }
+    if internal is not None:
+        ready["internal"] = f"http://{args.host}:{internal.server_address[1]}"
     print(json.dumps(ready), flush=True)
     while not stop.wait(timeout=0.5):
         pass
     server.shutdown()
     server.server_close()
+    if internal is not None:
+        internal.shutdown()
+        internal.server_close()
     if plane is not None:
         plane.stop()
     store.close()

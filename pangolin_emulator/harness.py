@@ -29,6 +29,7 @@ import httpx
 
 from pangolin_emulator.faults import DEFAULT_FAULT_KINDS
 from pangolin_emulator.keys import generate_api_key
+from pangolin_emulator.traefik_config import TRAEFIK_CONFIG_PATH
 from ssh_gateway.plumbing.pidfile import PidFile
 
 __all__ = ["DetachedEmulator", "EmulatorError", "EmulatorHandle", "running_emulator"]
@@ -55,6 +56,8 @@ class _Launch:
     fault_delay: float = 3.0
     host: str = "127.0.0.1"
     seed_org: str | None = None
+    internal_port: int = 0
+    """The internal API's port (Traefik's HTTP provider); 0 picks one at the first start, kept for restarts."""
     process: subprocess.Popen[bytes] | None = None
     stderr: IO[bytes] | None = None
 
@@ -66,7 +69,7 @@ class _Launch:
             "--allow-raw-resources" if self.allow_raw_resources else "--no-allow-raw-resources",
             "--fault-rate", str(self.fault_rate), "--fault-seed", str(self.fault_seed),
             "--fault-kinds", ",".join(self.fault_kinds), "--fault-delay", str(self.fault_delay),
-            "--seed-key", api_key,
+            "--seed-key", api_key, "--internal-port", str(self.internal_port),
         ]  # fmt: skip
         if root_api_key:
             argv += ["--seed-root-key", root_api_key]
@@ -93,6 +96,18 @@ class EmulatorHandle:
     @property
     def admin_url(self) -> str:
         return self.url.removesuffix("/v1") + "/__emulator"
+
+    @property
+    def traefik_config_url(self) -> str:
+        """Traefik's HTTP-provider endpoint on the internal API port (no auth, as in Pangolin)."""
+        return f"http://{self._launch.host}:{self._launch.internal_port}{TRAEFIK_CONFIG_PATH}"
+
+    def traefik_config(self) -> dict[str, Any]:
+        """The dynamic configuration Traefik would read now."""
+        response = httpx.get(self.traefik_config_url, timeout=10)
+        response.raise_for_status()
+        config: dict[str, Any] = response.json()
+        return config
 
     def _admin(self, method: str, path: str, body: dict[str, Any] | None = None) -> Any:
         response = httpx.request(method, f"{self.admin_url}/{path}", json=body, timeout=10)
@@ -125,6 +140,23 @@ class EmulatorHandle:
 
     def doubly_bound_ports(self) -> dict[int, list[int]]:
         return {int(port): ids for port, ids in self._admin("GET", "doubly-bound").items()}
+
+    def doubly_routed_ports(self) -> dict[int, list[int]]:
+        """Ports that two enabled TCP resources with an enabled target bind: two Traefik routers on one port."""
+        return {int(port): ids for port, ids in self._admin("GET", "doubly-routed").items()}
+
+    def arm_gate(self, route: str, parties: int = 2, timeout: float = 20.0) -> None:
+        """Hold calls of `route` (a counter key, e.g. "GET /v1/org/{orgId}/resources") until `parties` of them
+        wait, then let them all go on; each is held `timeout` seconds at most (`pangolin_emulator.gate`)."""
+        self._admin("POST", "gate", {"route": route, "parties": parties, "timeout": timeout})
+
+    def gate(self) -> dict[str, Any]:
+        """`{"armed": {...} | None, "waiting": n, "met": n, "timedOut": n}`."""
+        gate: dict[str, Any] = self._admin("GET", "gate")
+        return gate
+
+    def disarm_gate(self) -> None:
+        self._admin("POST", "gate/open")
 
     def set_faults(
         self,
@@ -227,6 +259,7 @@ def _start(launch: _Launch, api_key: str, root_api_key: str) -> dict[str, Any]:
         process.wait()
         raise
     launch.port = int(urlsplit(str(ready["url"])).port or 0)
+    launch.internal_port = int(urlsplit(str(ready["internal"])).port or 0)
     return ready
 
 
@@ -282,7 +315,7 @@ class EmulatorError(RuntimeError):
 
 
 class DetachedEmulator:
-    """The emulator with its data plane at a fixed `url`, outliving its caller (`scripts/demo --keep`).
+    """The emulator at a fixed `url`, with its internal API for Traefik, outliving its caller (`scripts/demo --keep`).
 
     Unlike `running_emulator` (a context manager that always stops the process, for tests), it runs in a
     session of its own, is found again and stopped through its pid file, and is seeded with the key the
@@ -301,10 +334,28 @@ class DetachedEmulator:
         self.log_file = directory / "emulator.log"
         self._api_key = api_key
         self._launch = _Launch(
-            directory, "1.22.0", True, True, parts.port, 0.0, 0, host=parts.hostname, seed_org=org_id
+            directory, "1.22.0", True, False, parts.port, 0.0, 0, host=parts.hostname, seed_org=org_id
         )
         self._pid = PidFile(directory / "emulator.pid", marker=str(directory / DB_NAME))
+        self._internal_port_file = directory / "internal-port"
         self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def traefik_config_url(self) -> str:
+        """Traefik's HTTP-provider endpoint on the internal API port, which the first `start` picked."""
+        try:
+            port = int(self._internal_port_file.read_text())
+        except (OSError, ValueError):
+            raise EmulatorError(f"{self._internal_port_file} is missing: start the emulator first") from None
+        return f"http://{self._launch.host}:{port}{TRAEFIK_CONFIG_PATH}"
+
+    def _pin_internal_port(self) -> None:
+        """A free port for the internal API, picked once per directory so a kept Traefik keeps polling it."""
+        if not self._internal_port_file.exists():
+            with socket.socket() as sock:
+                sock.bind((self._launch.host, 0))
+                self._internal_port_file.write_text(f"{sock.getsockname()[1]}\n")
+        self._launch.internal_port = int(self._internal_port_file.read_text())
 
     def healthy(self) -> bool:
         try:
@@ -326,6 +377,7 @@ class DetachedEmulator:
                     "or change pangolin.url in the stack's config"
                 )
         self.directory.mkdir(parents=True, exist_ok=True)
+        self._pin_internal_port()
         with self.log_file.open("ab") as log:
             process = subprocess.Popen(  # noqa: S603 - our own interpreter and module
                 launch.argv(self._api_key), stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=_env(),

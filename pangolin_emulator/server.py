@@ -1,6 +1,6 @@
 """HTTP plumbing: envelopes, the `/v1` pipeline in Pangolin's middleware order, admin, faults.
 
-Pipeline for `/v1`: route match and call counting → fault injection → the health route and
+Pipeline for `/v1`: route match and call counting → the test gate (`gate.py`) → fault injection → the health route and
 the unauthenticated OpenAPI routes → JSON body parsing (express.json runs before the routers)
 → API-key check (before routing, so unknown paths need a key) → HTML 404 for unknown paths →
 access and action checks → handler. The pipeline produces an `_Answer`; it is sent, unless a
@@ -26,6 +26,7 @@ from pangolin_emulator.bodies import parse_json_body
 from pangolin_emulator.context import Context, Query, Settings
 from pangolin_emulator.errors import INTERNAL, ApiError
 from pangolin_emulator.faults import AFTER_HANDLER_KINDS, LATENCY_KINDS, FaultInjector
+from pangolin_emulator.gate import Gate
 from pangolin_emulator.routes import HEALTH_ROUTE, Router
 from pangolin_emulator.store import Store
 
@@ -47,6 +48,7 @@ class App:
     router: Router
     faults: FaultInjector
     log_requests: bool = False
+    gate: Gate = field(default_factory=Gate)
 
 
 class EmulatorServer(ThreadingHTTPServer):
@@ -191,7 +193,7 @@ class _Handler(BaseHTTPRequestHandler):
             body = json.loads(raw) if raw else None
         except json.JSONDecodeError as exc:
             return _json_answer(400, {"error": f"invalid JSON: {exc}"})
-        status, data = handle_admin(app.store, app.faults, self.command, path, body)
+        status, data = handle_admin(app.store, app.faults, app.gate, self.command, path, body)
         return _json_answer(status, data)
 
     def _apply_fault(self, kind: str) -> None:
@@ -222,6 +224,7 @@ class _Handler(BaseHTTPRequestHandler):
         fault: str | None = None
         if route_key is not None:
             app.store.count_call(route_key)
+            app.gate.hold(route_key)
             # The health route is what start-up waits for, so it is never faulted.
             fault = app.faults.draw() if route_key != HEALTH_ROUTE else None
             if fault is not None:

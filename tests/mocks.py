@@ -7,9 +7,9 @@ from typing import Any
 import pulumi
 from pulumi.output import Unknown
 
-from providers.host_identity import SshHostCaProvider, SshHostKeyProvider
+from providers.host_identity import SshHostCaProvider, SshHostKeyRootProvider
 from providers.port_allocation.provider import PortAllocationProvider
-from ssh_gateway.core.names import ALLOCATION_TYPE, HOST_CA_TYPE, HOST_KEY_TYPE, PANGOLIN_TYPE, SERVICE_TYPE
+from ssh_gateway.core.names import ALLOCATION_TYPE, HOST_CA_TYPE, HOST_KEY_ROOT_TYPE, PANGOLIN_TYPE, SERVICE_TYPE
 
 ASSIGNED_NODE_PORT = 31022
 """The nodePort the mocked API server assigns to a NodePort Service."""
@@ -35,6 +35,8 @@ class RecordingMocks(pulumi.runtime.Mocks):
 
     def __init__(self) -> None:
         self.registered: list[pulumi.runtime.MockResourceArgs] = []
+        self.kept: dict[tuple[str, Any], dict[str, Any]] = {}
+        """Each CA and host-key root drawn, by name: kept across runs, as the engine keeps them in state."""
 
     def new_resource(self, args: pulumi.runtime.MockResourceArgs) -> tuple[str | None, dict[str, Any]]:
         self.registered.append(args)
@@ -45,15 +47,12 @@ class RecordingMocks(pulumi.runtime.Mocks):
             if checked.failures:
                 raise ValueError("; ".join(f.reason for f in checked.failures))
             state = dict(checked.inputs)
-        elif args.typ == HOST_CA_TYPE:
-            state = dict(SshHostCaProvider().create(state).outs or {})
-        elif args.typ == HOST_KEY_TYPE:
-            # The real provider: a fresh key, certified by the (mocked, so real) CA's key.
-            provider = SshHostKeyProvider()
-            checked = provider.check({}, {k: revealed(v) for k, v in state.items()})
-            if checked.failures:
-                raise ValueError("; ".join(f.reason for f in checked.failures))
-            state = dict(provider.create(dict(checked.inputs or {})).outs or {})
+        elif args.typ in (HOST_CA_TYPE, HOST_KEY_ROOT_TYPE):
+            # The real providers: a CA, or the root the program derives every instance's key from.
+            if (args.name, state["generation"]) not in self.kept:
+                provider = SshHostCaProvider() if args.typ == HOST_CA_TYPE else SshHostKeyRootProvider()
+                self.kept[args.name, state["generation"]] = dict(provider.create(state).outs or {})
+            state = dict(self.kept[args.name, state["generation"]])
         elif args.typ == PANGOLIN_TYPE:
             state.update(resourceId=7, targetId=9, niceId="calm-otter")
         elif args.typ == SERVICE_TYPE and state["spec"]["type"] == "NodePort":

@@ -13,12 +13,15 @@ import pulumi
 
 # A module beside this program (the floor's own project dir, not a package): mypy checks it as benchmarks.floor.noop.
 from noop import (  # type: ignore[import-not-found]
+    CERTIFICATE,
+    PRIVATE_KEY,
+    PUBLIC_KEY,
     Noop,
     NoopAllocation,
     NoopHostCa,
     NoopHostCaResource,
-    NoopHostKey,
-    NoopHostKeyResource,
+    NoopHostKeyRoot,
+    NoopHostKeyRootResource,
     NoopPangolin,
     NoopPangolinResource,
     NoopPortCheck,
@@ -30,6 +33,7 @@ from components.declaration_site import declaration_site_only
 from providers.pickling import unwrap_batch_setitems
 from ssh_gateway.core.names import (
     COMPONENT_TYPE,
+    HOST_KEY_ROOT_NAME,
     Role,
     child_name,
     host_ca_name,
@@ -59,7 +63,7 @@ def bare() -> dict[str, object]:
 class Instance(pulumi.ComponentResource):
     """One instance as `SshInstance` registers it for a static target."""
 
-    def __init__(self, name: str, table: NoopAllocation, ca: NoopHostCaResource, template: str) -> None:
+    def __init__(self, name: str, table: NoopAllocation, root: NoopHostKeyRootResource, template: str) -> None:
         with declaration_site_only():
             super().__init__(COMPONENT_TYPE, name)
             child = pulumi.ResourceOptions(parent=self)
@@ -78,30 +82,15 @@ class Instance(pulumi.ComponentResource):
                 child,
             )
             host = public_host(template, name)
-            unwrap_batch_setitems()
-            key = NoopHostKeyResource(
-                NoopHostKey(),
-                child_name(name, Role.HOST_KEY),
-                {
-                    **{"principals": sorted([host, ssh_alias(name)]), "validDays": 365, "keyId": f"{prefix}{name}"},
-                    "caPublicKey": ca.publicKey,
-                    # As long as the real input, the CA key's 44-character seed.
-                    "caPrivateKey": pulumi.Output.secret(ca.privateKey.apply(lambda key: key[:44])),
-                    "generation": 1,
-                    **dict.fromkeys(("certificate", "serial", "validAfter", "validBefore", "caFingerprint")),
-                    **dict.fromkeys(("publicKey", "privateKey", "fingerprint")),
-                },
-                pulumi.ResourceOptions.merge(child, SECRET),
-            )
+            # The key and certificate are derived in the program from the root (no resource): strings as long.
+            derived = pulumi.Output.secret(root.privateKey).apply(lambda _: (PRIVATE_KEY, PUBLIC_KEY, CERTIFICATE))
         user = "root"
         self.port = port
         self.host = host
         self.ssh = port.apply(lambda p: f"ssh -p {p} {user}@{host}")
         self.ssh_config = port.apply(lambda p: _host_block(name, host, p, user))
-        self.host_key_line = key.publicKey.apply(lambda public: f"{host},[{host}]:* {public}")
-        self.files = pulumi.Output.all(key.privateKey, key.publicKey, key.certificate).apply(
-            lambda p: {"privateKey": p[0], "publicKey": p[1], "certificate": p[2]}
-        )
+        self.host_key_line = pulumi.Output.unsecret(derived.apply(lambda d: f"{host},[{host}]:* {d[1]}"))
+        self.files = derived.apply(lambda d: {"privateKey": d[0], "publicKey": d[1], "certificate": d[2]})
         self.resource_id = pangolin.resourceId
         self.pangolin = pangolin
         self.register_outputs(
@@ -147,7 +136,9 @@ def graph() -> dict[str, object]:
         {"generation": 1, **dict.fromkeys(("publicKey", "privateKey", "fingerprint"))},
         SECRET,
     )
-    instances = {name: Instance(name, table, ca, template) for name in names}
+    unwrap_batch_setitems()
+    root = NoopHostKeyRootResource(NoopHostKeyRoot(), HOST_KEY_ROOT_NAME, {"generation": 1, "privateKey": None}, SECRET)
+    instances = {name: Instance(name, table, root, template) for name in names}
     unwrap_batch_setitems()
     NoopPortCheck(
         Noop(),

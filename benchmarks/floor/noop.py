@@ -18,7 +18,7 @@ from ssh_gateway.core.names import (
     ALLOCATION_MODULE,
     HOST_CA_KIND,
     HOST_IDENTITY_MODULE,
-    HOST_KEY_KIND,
+    HOST_KEY_ROOT_KIND,
     PANGOLIN_KIND,
     PANGOLIN_MODULE,
 )
@@ -73,23 +73,10 @@ class NoopHostCa(Echo):
     }
 
 
-class NoopHostKey(Echo):
-    """Stands for `SshHostKeyProvider`: the inputs but the CA's keys, a host key and its certificate."""
+class NoopHostKeyRoot(Echo):
+    """Stands for `SshHostKeyRootProvider`: the stack's host-key root, a 32-byte seed in base64."""
 
-    computed: ClassVar[dict[str, Any]] = {
-        "certificate": CERTIFICATE,
-        "serial": 4_503_599_627_370_495,
-        "validAfter": 1_764_000_000,
-        "validBefore": 1_795_536_000,
-        "caFingerprint": FINGERPRINT,
-        "publicKey": PUBLIC_KEY,
-        "privateKey": PRIVATE_KEY,
-        "fingerprint": FINGERPRINT,
-    }
-
-    def create(self, props: dict[str, Any]) -> CreateResult:
-        outputs = {**props, **self.computed}
-        return CreateResult(FINGERPRINT, {k: v for k, v in outputs.items() if k not in ("caPrivateKey", "caPublicKey")})
+    computed: ClassVar[dict[str, Any]] = {"privateKey": "r" * 44}
 
 
 class NoopTable(Echo):
@@ -130,12 +117,10 @@ class NoopHostCaResource(Resource, module=HOST_IDENTITY_MODULE, name=HOST_CA_KIN
     fingerprint: Any
 
 
-class NoopHostKeyResource(Resource, module=HOST_IDENTITY_MODULE, name=HOST_KEY_KIND):
-    """An instance's host key and certificate."""
+class NoopHostKeyRootResource(Resource, module=HOST_IDENTITY_MODULE, name=HOST_KEY_ROOT_KIND):
+    """The stack's host-key root."""
 
-    publicKey: Any
     privateKey: Any
-    certificate: Any
 
 
 class NoopPortCheck(Resource, module=PANGOLIN_MODULE, name="PortCheck"):

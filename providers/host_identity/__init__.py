@@ -1,14 +1,14 @@
-"""The stack's SSH host CA and the instances' host keys and certificates, as Pulumi dynamic resources."""
+"""The stack's SSH host CA and its host-key root, as Pulumi dynamic resources."""
 
-from .provider import SshHostCaProvider, SshHostKeyProvider
-from .resource import DEFAULT_VALID_DAYS, SshHostCa, SshHostCaArgs, SshHostKey, SshHostKeyArgs
+from .provider import SshHostCaProvider, SshHostKeyProvider, SshHostKeyRootProvider
+from .resource import DEFAULT_VALID_DAYS, SshHostCa, SshHostCaArgs, SshHostKeyRoot
 
 __all__ = [
     "DEFAULT_VALID_DAYS",
     "SshHostCa",
     "SshHostCaArgs",
     "SshHostCaProvider",
-    "SshHostKey",
-    "SshHostKeyArgs",
     "SshHostKeyProvider",
+    "SshHostKeyRoot",
+    "SshHostKeyRootProvider",
 ]

@@ -1,12 +1,13 @@
-"""`PortCheckProvider`: after a run's creates, make sure none of the stack's ports is bound twice.
+"""`PortCheckProvider`: after a run's creates, make sure none of the stack's ports is bound twice (the backstop).
 
 Two stacks (or two runs) sharing an org and a range can each bind one port between the other's listing and its
-own creates: Pangolin accepts duplicates and has no call that claims a port atomically. So, once per run and
-after every Pangolin resource of the stack (it depends on all of them), this step lists the org once and
-applies the lowest-id rule (`ssh_gateway.core.org`): each of the stack's resources that shares its port with an
-older enabled resource of another owner never served that port, and is disabled at once, so that the port is
-bound once when the run ends. The run then fails, naming both owners; the next `pulumi up` moves those
-instances to free ports (the allocator's `contest`) and enables them again.
+own creates: Pangolin accepts duplicates and has no call that claims a port atomically. Each create settles
+that itself, before its resource serves (`provider._claim`). This step is the backstop for what a create does
+not see (a resource another tool made and routed on the port): once per run and after every Pangolin resource
+of the stack (it depends on all of them), it lists the org once and applies the lowest-id rule
+(`ssh_gateway.core.org`): each of the stack's resources that shares its port with an older enabled resource of
+another owner is disabled at once, so that the port is bound once when the run ends. The run then fails,
+naming both owners; the next `pulumi up` moves those instances to free ports (the allocator's `contest`).
 
 It runs when the stack's ports (instance -> port, known at preview) change, i.e. when this run creates or moves
 a resource: a conflict needs a new binding, and the newer binding's run is the one that sees both. The stack's

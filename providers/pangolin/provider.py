@@ -37,12 +37,14 @@ from pydantic import (
 from providers.unknowns import is_unknown
 from ssh_gateway.core.addresses import check_host, check_http_url
 from ssh_gateway.core.fields import Port
+from ssh_gateway.core.org import Binding, losers
 from ssh_gateway.core.ports import PORT_MAX, PORT_MIN
 
 from .client import Dialect, PangolinClient
 from .credentials import ApiKeyFromConfig
-from .errors import PangolinError, PangolinNotFound, may_have_applied
+from .errors import PangolinConflict, PangolinError, PangolinNotFound, may_have_applied
 from .models import Protocol, Resource, Target
+from .org import org_view
 from .policy import DEFAULT_POLICY, HttpPolicy
 
 __all__ = ["INPUT_KEYS", "PangolinTcpProvider", "TcpInputs"]
@@ -98,8 +100,9 @@ INPUT_KEYS: Final = tuple(TcpInputs.model_fields)
 
 # `adoptResourceId` only steers `create`; changing or removing it later is not a change.
 _DIFF_KEYS: Final = tuple(key for key in INPUT_KEYS if key != "adoptResourceId")
-# Pangolin cannot change a resource's mode, and a resource cannot move between orgs or servers.
-_REPLACE_KEYS: Final = ("apiUrl", "orgId", "protocol")
+# Pangolin cannot change a resource's mode, and a resource cannot move between orgs or servers. A new port is a
+# new claim, which only a create makes (see `_claim`): so a port change replaces the resource too.
+_REPLACE_KEYS: Final = ("apiUrl", "orgId", "protocol", "proxyPort")
 _TARGET_KEYS: Final = ("siteId", "targetIp", "targetPort")
 
 
@@ -192,15 +195,22 @@ class PangolinTcpProvider(ApiKeyFromConfig, ResourceProvider):
         target_lost = "resourceId" in olds and olds.get("targetId") is None
         if not changed and not target_lost:
             return DiffResult(changes=False)
+        # Enabling a disabled resource claims its port anew (a disabled one claims nothing): a create's job too.
+        enabling = "enabled" in changed and news.get("enabled") is not False and olds.get("enabled") is False
         return DiffResult(
             changes=True,
-            replaces=[key for key in changed if key in _REPLACE_KEYS],
+            replaces=[key for key in changed if key in _REPLACE_KEYS or (key == "enabled" and enabling)],
             # The old and new resource must never hold the same proxyPort at once.
             delete_before_replace=True,
         )
 
     def create(self, props: dict[str, Any]) -> CreateResult:
-        """Create the resource and its target: 2 writes (3 when `enabled` is false), no listing.
+        """Create the resource, claim its port, then add its target: 2 writes and one listing of the org (a page
+        per 100 resources); 3 writes when `enabled` is false (no claim then).
+
+        The resource never serves a port it lost, not even for a moment: Pangolin (and Traefik) route a resource
+        only once it has an enabled target, and the target is added only after the claim was won (`_claim`). A
+        lost claim deletes the resource again and fails, naming the owner; the next run moves the instance.
 
         `adoptResourceId` is what the program's one listing of the org found under this resource's name and
         protocol: a resource an interrupted run left behind. It is adopted instead of twinned, unless it has
@@ -215,20 +225,18 @@ class PangolinTcpProvider(ApiKeyFromConfig, ResourceProvider):
         return CreateResult(str(resource.resourceId), outputs)
 
     def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        """Change name/proxyPort/enabled and the target in place; return the full outputs."""
+        """Change the name, disable, or change the target in place; return the full outputs. (A new port and
+        enabling again are replacements: see `diff`.)"""
         desired = _parse(news)
         resource_id = int(id_)
         target_id = olds.get("targetId")
         nice_id: str | None = olds.get("niceId")
         with self._client(desired.apiUrl) as client:
             name = desired.name if _differs(olds.get("name"), desired.name) else None
-            port = desired.proxyPort if _differs(olds.get("proxyPort"), desired.proxyPort) else None
-            # A moved resource states `enabled` too: the port check disables a resource that lost its port to
-            # an older one, behind the state's back, and moving it is what lets it serve again.
-            enabled = desired.enabled if port is not None or _differs(olds.get("enabled"), desired.enabled) else None
-            if name is not None or port is not None or enabled is not None:
+            enabled = desired.enabled if _differs(olds.get("enabled"), desired.enabled) else None
+            if name is not None or enabled is not None:
                 try:
-                    resource = client.update_resource(resource_id, name=name, proxy_port=port, enabled=enabled)
+                    resource = client.update_resource(resource_id, name=name, enabled=enabled)
                 except PangolinNotFound as exc:
                     raise exc.with_advice(
                         f"Resource {resource_id} was deleted outside Pulumi: run `pulumi refresh` to drop it from "
@@ -236,6 +244,8 @@ class PangolinTcpProvider(ApiKeyFromConfig, ResourceProvider):
                     ) from exc
                 nice_id = resource.niceId
             if target_id is None or any(_differs(olds.get(key), getattr(desired, key)) for key in _TARGET_KEYS):
+                # A target that comes back (deleted out of band) needs no new claim: the resource stayed enabled
+                # on its port all along, so every create since saw it and yielded.
                 target = _put_target(client, resource_id, None if target_id is None else int(target_id), desired)
                 target_id = target.targetId
         return UpdateResult(_outputs(desired, resource_id, int(target_id), nice_id))
@@ -295,8 +305,38 @@ def _outputs(desired: TcpInputs, resource_id: int, target_id: int, nice_id: str 
 
 
 def _create(client: PangolinClient, desired: TcpInputs) -> tuple[Resource, Target]:
+    resource = _create_resource(client, desired)
     try:
-        resource = client.create_resource(
+        # What a lookup after a lost answer found may be another's leftover of this name, on another port or
+        # disabled: it is no claim of this create's, so it is deleted and the resource made anew, once.
+        if resource.proxyPort != desired.proxyPort or not resource.enabled:
+            client.delete_resource(resource.resourceId)
+            resource = _create_resource(client, desired)
+            if resource.proxyPort != desired.proxyPort or not resource.enabled:
+                raise PangolinConflict(
+                    f"Pangolin holds '{desired.name}' on port {resource.proxyPort} (enabled: {resource.enabled}), "
+                    f"not as just created on {desired.proxyPort}",
+                    call="PUT /org/{orgId}/resource",
+                )
+        if desired.enabled:
+            _claim(client, desired, resource)
+        else:
+            # The raw create schema has no `enabled` (an update-only field): disable before the target exists.
+            resource = client.update_resource(resource.resourceId, enabled=False)
+        target = client.create_target(
+            resource.resourceId, site_id=desired.siteId, ip=desired.targetIp, port=desired.targetPort
+        )
+    except Exception as exc:
+        _delete_half_made(client, resource.resourceId, desired, exc)
+        raise
+    return resource, target
+
+
+def _create_resource(client: PangolinClient, desired: TcpInputs) -> Resource:
+    """The resource, without a target yet: enabled, so it claims its port, but with no router, so it serves
+    nothing (a resource with no enabled target has none: `../shared/reference/pangolin-traefik-config.md`)."""
+    try:
+        return client.create_resource(
             desired.orgId, name=desired.name, protocol=desired.protocol, proxy_port=desired.proxyPort
         )
     except PangolinError as exc:
@@ -306,20 +346,30 @@ def _create(client: PangolinClient, desired: TcpInputs) -> tuple[Resource, Targe
             f"Pangolin may have created '{desired.name}' all the same: run `pulumi up` again, which finds a "
             "resource of that name and adopts it instead of making a second one"
         ) from exc
-    try:
-        # What a lookup after a lost answer found may differ from what was sent; and the raw create schema
-        # has no `enabled` (it is an update-only field).
-        port = desired.proxyPort if resource.proxyPort != desired.proxyPort else None
-        enabled = desired.enabled if resource.enabled != desired.enabled else None
-        target = client.create_target(
-            resource.resourceId, site_id=desired.siteId, ip=desired.targetIp, port=desired.targetPort
+
+
+def _claim(client: PangolinClient, desired: TcpInputs, resource: Resource) -> None:
+    """Win the resource's port or fail: one listing, then the lowest-id rule (`ssh_gateway.core.org.losers`).
+
+    The resource is enabled on its port and has no target while this runs. Pangolin's ids grow with creation, so
+    the listing shows every enabled resource on the port made before it, with or without its target, and each
+    of those claimed the port first. If there is one, this resource lost: the caller deletes it, having never
+    served. Every resource made after it sees it in its own listing and yields, so the decision holds: the port
+    is served once (a resource keeps its claim only as long as it stays enabled on that port, which is why a new
+    port or enabling again is a replacement, i.e. a new claim).
+    """
+    mine = Binding(
+        port=desired.proxyPort, resource_id=resource.resourceId, name=desired.name, protocol=desired.protocol
+    )
+    conflicts = losers([mine], org_view(client.list_all_resources(desired.orgId)))
+    if conflicts:
+        owner = conflicts[0].owner
+        raise PangolinConflict(
+            f"port {desired.proxyPort} was claimed by {owner.describe()} first (overlapping runs on one org and "
+            f"range): '{desired.name}' lost it and was deleted again without ever serving it. Run `pulumi up` "
+            "again: it moves the instance to a free port",
+            call="GET /org/{orgId}/resources",
         )
-        if port is not None or enabled is not None:
-            resource = client.update_resource(resource.resourceId, proxy_port=port, enabled=enabled)
-    except Exception as exc:
-        _delete_half_made(client, resource.resourceId, desired, exc)
-        raise
-    return resource, target
 
 
 def _delete_half_made(client: PangolinClient, resource_id: int, desired: TcpInputs, failure: Exception) -> None:
@@ -339,7 +389,10 @@ def _adopt(client: PangolinClient, desired: TcpInputs, resource_id: int) -> tupl
     """Take over a resource a failed earlier run created, instead of creating a twin; None if it is gone or is
     no longer this resource's (another name or protocol) since the program listed the org.
 
-    The workaround for dynamic resources not supporting import (pulumi/pulumi#16175, #7534).
+    Only an enabled leftover on the wanted port is adopted: it has claimed that port since it was made, but an
+    interrupted create may never have checked the claim, so it is checked here (`_claim`) before a target is
+    added. A leftover on another port or disabled claims nothing there: it is deleted, and the resource created
+    anew (a new claim). The workaround for dynamic resources not supporting import (pulumi/pulumi#16175, #7534).
     """
     try:
         resource = client.get_resource(resource_id)
@@ -347,10 +400,18 @@ def _adopt(client: PangolinClient, desired: TcpInputs, resource_id: int) -> tupl
         return None
     if resource.name != desired.name or resource.raw_protocol != desired.protocol:
         return None
-    port = desired.proxyPort if resource.proxyPort != desired.proxyPort else None
-    enabled = desired.enabled if resource.enabled != desired.enabled else None
-    if port is not None or enabled is not None:
-        resource = client.update_resource(resource_id, proxy_port=port, enabled=enabled)
+    if resource.proxyPort != desired.proxyPort or resource.enabled != desired.enabled:
+        client.delete_resource(resource_id)
+        print(
+            f"pangolin: deleted leftover resource {resource_id} ({desired.name!r}) to create it anew", file=sys.stderr
+        )
+        return None
+    try:
+        if desired.enabled:
+            _claim(client, desired, resource)
+    except PangolinConflict as exc:
+        _delete_half_made(client, resource_id, desired, exc)
+        raise
 
     targets = client.list_targets(resource_id)
     wanted = (desired.siteId, desired.targetIp, desired.targetPort)

@@ -56,6 +56,27 @@ def _held(props: dict[str, Any]) -> dict[int, list[Binding]]:
     }
 
 
+def _found_by_name(
+    held: dict[int, list[Binding]], prefix: str, instances: list[str], kept: dict[str, int]
+) -> dict[str, int]:
+    """Listed instances the table lacks whose own Pangolin resource (found by its name, the lowest id of twins)
+    binds a port: that port, as if the table had it.
+
+    A table is lacking after a lost run: a first `up` with `PULUMI_SKIP_CHECKPOINTS` that was killed keeps no
+    state at all, while its Pangolin resources exist and serve. The next `up` adopts each resource by name;
+    with its port kept too, nothing moves (and no NSG rule or known_hosts line changes). A resource of an
+    instance no longer listed stays someone else's (`contest`), as before.
+    """
+    wanted = {f"{prefix}{name}": name for name in instances if name not in kept}
+    found: dict[str, tuple[int, int]] = {}
+    for port, bindings in held.items():
+        for binding in bindings:
+            name = wanted.get(binding.name)
+            if name is not None and (name not in found or binding.resource_id < found[name][0]):
+                found[name] = (binding.resource_id, port)
+    return {name: port for name, (_, port) in found.items()}
+
+
 def _ints(mapping: dict[str, Any] | None) -> dict[str, int]:
     # The engine hands numbers back as floats.
     return {str(k): int(v) for k, v in (mapping or {}).items()}
@@ -71,10 +92,12 @@ class PortAllocationProvider(ResourceProvider):
         held = news.pop("held", None) or {}
         if has_unknowns({k: news.get(k) for k in _INPUT_KEYS}) or has_unknowns(held):
             return CheckResult(news, [])
-        previous = AllocationState(
-            ports=_ints(olds.get("ports")), released=tuple(int(p) for p in olds.get("released") or ())
-        )
         prefix = str(news.get("ownerPrefix", ""))
+        kept = _ints(olds.get("ports"))
+        previous = AllocationState(
+            ports={**_found_by_name(_held(held), prefix, news.get("instances", []), kept), **kept},
+            released=tuple(int(p) for p in olds.get("released") or ()),
+        )
         pins = _ints(news.get("pins"))
         # Who claims each port: the previous table's owner, or the instance pinned to it.
         owners = {port: f"{prefix}{instance}" for instance, port in {**previous.ports, **pins}.items()}

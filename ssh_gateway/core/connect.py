@@ -52,7 +52,9 @@ route configuration match accepts either (`rc_patch.go`, `anyPortMatches`). `lis
 the pod port. The gateway also needs an Istio `Gateway` with an HTTP server on that port, or istiod builds
 no listener and no route configuration for these filters to patch: most clusters have one on port 80 already;
 where none has, `istio_gateway` (`connect.gateway.createGateway`) is one with a single HTTP server on the
-gateway Service's port, whose route configuration `http.<port>` the filters then patch.
+gateway Service's port. istiod names that port's route configuration after the pod port the Service port
+resolves to, `http.<listener_port>` (`pilot/pkg/model/gateway.go`, `resolvePorts` and `gatewayRDSRouteName`),
+and the filters patch it.
 """
 
 from __future__ import annotations
@@ -195,7 +197,7 @@ class GatewayServer:
 
     port: int
     """The gateway Service's port (e.g. 80); istiod maps it to the pods' listener port and names the route
-    configuration `http.<port>`."""
+    configuration after that one (`http.<listener_port>`)."""
     hosts: tuple[str, ...]
     """The server's hosts (`namespace_hosts`)."""
 

@@ -74,6 +74,7 @@ __all__ = [
     "public_key_of",
     "renewal_due",
     "secret_data",
+    "secret_files",
     "sign_host_certificate",
     "ssh_config_identity_lines",
     "sshd_config_lines",
@@ -536,7 +537,17 @@ def secret_data(*, private_key: str, public_key: str, certificate: str) -> dict[
         raise HostIdentityError(
             f"{HOST_CERTIFICATE_FILE} certifies {fingerprint(certified)}, not the host key {fingerprint(public)}"
         )
-    return {HOST_KEY_FILE: private_key, HOST_PUBLIC_KEY_FILE: public + "\n", HOST_CERTIFICATE_FILE: certificate + "\n"}
+    return secret_files(private_key=private_key, public_key=public, certificate=certificate)
+
+
+def secret_files(*, private_key: str, public_key: str, certificate: str) -> dict[str, str]:
+    """`secret_data`'s layout without its checks, for files that belong together by construction (derived
+    together, `derived_identity`): the checks would parse and verify every instance's files on every run."""
+    return {
+        HOST_KEY_FILE: private_key,
+        HOST_PUBLIC_KEY_FILE: public_key + "\n",
+        HOST_CERTIFICATE_FILE: certificate + "\n",
+    }
 
 
 def sshd_config_lines(mount_dir: str = MOUNT_DIR) -> list[str]:

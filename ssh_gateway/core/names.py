@@ -23,6 +23,9 @@ __all__ = [
     "HOST_CA_TYPE",
     "HOST_IDENTITY_MODULE",
     "HOST_KEY_KIND",
+    "HOST_KEY_ROOT_KIND",
+    "HOST_KEY_ROOT_NAME",
+    "HOST_KEY_ROOT_TYPE",
     "HOST_KEY_TYPE",
     "INSTANCE_PLACEHOLDER",
     "INSTANCE_TYPES",
@@ -36,6 +39,7 @@ __all__ = [
     "PORT_CHECK_TYPE",
     "SECRET_TYPE",
     "SERVICE_TYPE",
+    "STACK_MARK",
     "STACK_TYPE",
     "Role",
     "child_name",
@@ -44,11 +48,14 @@ __all__ = [
     "host_ca_name",
     "host_key_secret_name",
     "instance_of",
+    "nsg_rule_name",
     "owner_prefix",
     "pangolin_resource_name",
     "public_host",
     "service_name",
     "ssh_alias",
+    "stack_mark",
+    "stack_marked",
     "type_chain",
     "urn_name",
     "urn_type",
@@ -101,7 +108,11 @@ HOST_CA_TYPE: Final = f"pulumi-python:dynamic/{HOST_IDENTITY_MODULE}:{HOST_CA_KI
 """A generation of the stack's SSH host CA."""
 HOST_KEY_KIND: Final = "SshHostKey"
 HOST_KEY_TYPE: Final = f"pulumi-python:dynamic/{HOST_IDENTITY_MODULE}:{HOST_KEY_KIND}"
-"""An instance's host key and its certificate."""
+"""An instance's host key and its certificate, as stacks kept them before the keys were derived (the program
+registers none now; the engine deletes those it finds)."""
+HOST_KEY_ROOT_KIND: Final = "SshHostKeyRoot"
+HOST_KEY_ROOT_TYPE: Final = f"pulumi-python:dynamic/{HOST_IDENTITY_MODULE}:{HOST_KEY_ROOT_KIND}"
+"""The stack's host-key root, from which every instance's host key is derived."""
 
 NSG_RULE_TYPE: Final = "azure-native:network:SecurityRule"
 NSG_TYPE: Final = "azure-native:network:NetworkSecurityGroup"
@@ -129,6 +140,23 @@ class Role(StrEnum):
 def child_name(instance: str, role: Role) -> str:
     """The Pulumi name of an instance's child, e.g. `gpu-01-pangolin`."""
     return f"{instance}-{role}"
+
+
+STACK_MARK: Final = "ssh-gateway/stack"
+"""The annotation on each Kubernetes object the program makes (its Services and Secrets), holding the owning
+stack's `stack_mark`. `recover` adopts an object that no state holds only when it carries this stack's mark:
+the name alone is no proof (another stack, or a person, may have made an object of that name)."""
+
+
+def stack_mark(project: str, stack: str) -> str:
+    """The owning stack as the marks write it: `<project>/<stack>`, e.g. `ssh-gateway/prod`."""
+    return f"{project}/{stack}"
+
+
+def stack_marked(description: str, project: str, stack: str) -> str:
+    """An NSG rule's description with the owning stack's mark (a rule has no labels; its description is the
+    one free-text field Azure keeps), e.g. `... [stack ssh-gateway/prod]`."""
+    return f"{description} [stack {stack_mark(project, stack)}]"
 
 
 def owner_prefix(project: str, stack: str) -> str:
@@ -160,6 +188,15 @@ def public_host(template: str, instance: str) -> str:
 def host_key_secret_name(instance: str) -> str:
     """The Kubernetes Secret holding an instance's host key and certificate, next to its Service."""
     return f"ssh-{instance}-host-key"
+
+
+def nsg_rule_name(instance: str) -> str:
+    """The Azure NSG inbound rule of an instance's public port (the CONNECT port's is `CONNECT_RULE_NAME`)."""
+    return f"ssh-gateway-{instance}"
+
+
+HOST_KEY_ROOT_NAME: Final = "host-key-root"
+"""The Pulumi name of the stack's host-key root (one per stack, no instance owns it)."""
 
 
 def host_ca_name(generation: int) -> str:

@@ -16,9 +16,15 @@ served that port. Every party can apply the rule on its own from one listing, an
   owned by an older resource of someone else has *lost* it, and the allocator moves it to a free port; an
   instance whose own resource is the older one keeps its port, the younger intruder being its owner's
   problem. New instances avoid every port anyone holds.
-- `losers` (after the run's creates, `providers.pangolin.port_check`): one listing shows which of the
-  stack's fresh bindings lost to an older resource; each loser is disabled at once (so the port is bound once
-  when the run ends), and the run fails naming both owners; the next run's `contest` moves it.
+- `losers`, at each create (`providers.pangolin.provider`): the resource is made without its target (so it has
+  no router and serves nothing), one listing shows whether an older enabled resource claims its port, and only
+  a winner gets its target; a loser is deleted again, never having served, and its create fails naming the
+  owner; the next run's `contest` moves it. A later create gets a higher id and sees this one, so the decision
+  holds. A resource keeps its claim only while it stays enabled on its port: a new port, or enabling again, is
+  a replacement (a new claim, a new id).
+- `losers` again, after the run's creates (`providers.pangolin.port_check`), as the backstop: one listing shows
+  whether any of the stack's bindings is outranked anyway (e.g. a resource made by another tool); such a loser
+  is disabled at once, and the run fails naming both owners.
 """
 
 from __future__ import annotations

@@ -16,6 +16,12 @@ helper `istio-envoyfilter patch`, scripts/toolchain/istio-envoyfilter/):
   `ignore_port_in_host_matching: true`, `validate_clusters: false`, plus the virtual hosts of the port's
   other traffic (by default one plain HTTP site, `web.example.com`, standing in for a VirtualService).
 
+Three facts of these decide whether the CONNECT route works, read in istiod's source: the route
+configuration's name (`http.<listener port>`: istiod names it after the pod port a Gateway server's Service
+port resolves to, pilot/pkg/model/gateway.go `resolvePorts`), the port's other virtual hosts (named
+`host:<server port>`, domains the bare host), and `ignore_port_in_host_matching: true`. ssh_gateway/local/
+istiod.py is the rig meant to check them against a real istiod's output (not yet run end to end).
+
 istiod serves RDS over ADS; here Envoy reads the same RouteConfiguration from a file (a `path_config_source`),
 so the HCM keeps its RDS shape and a patch that replaces RDS (the seed's MERGE of a `route_config`) does here
 exactly what it does on a gateway. The clusters `outbound|22||<authority>` stand in for istiod's EDS clusters
@@ -51,6 +57,7 @@ __all__ = [
     "EnvoyGateway",
     "EnvoyProcess",
     "StandaloneEnvoyProcess",
+    "admin_get",
     "apply_istio_patches",
     "detached_pid",
     "envoy_binary",
@@ -466,11 +473,7 @@ class EnvoyGateway(EnvoyProcess):
 
     def admin(self, path: str) -> str | None:
         """GET an admin endpoint; its body stripped, or None when the admin port does not answer."""
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{self.admin_port}{path}", timeout=2) as response:
-                return str(response.read().decode().strip())
-        except (urllib.error.URLError, OSError):
-            return None
+        return admin_get(self.admin_port, path)
 
     def stat(self, name: str) -> int | None:
         """One counter or gauge from admin `/stats`, by its exact name; None when Envoy has no such stat."""
@@ -484,6 +487,15 @@ class EnvoyGateway(EnvoyProcess):
     def __enter__(self) -> EnvoyGateway:
         self.start()
         return self
+
+
+def admin_get(admin_port: int, path: str) -> str | None:
+    """GET `path` on an Envoy's admin port on loopback; its body stripped, or None when it does not answer."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{admin_port}{path}", timeout=2) as response:
+            return str(response.read().decode().strip())
+    except (urllib.error.URLError, OSError):
+        return None
 
 
 def _accepts(port: int) -> bool:

@@ -662,11 +662,24 @@ def register_shards(commands: Commands) -> None:
     shards.register(commands)
 
 
+def register_gateway_config(commands: Commands) -> None:
+    from . import gateway_config  # its parser, help and handler live with it; it imports nothing of the CLI
+
+    gateway_config.register(commands, add_command, _outputs_of)
+
+
 def register_recover(commands: Commands) -> None:
     # Its parser, help, exit codes and handler live with the recovery code; the module imports no Pulumi SDK.
     from . import recover
 
     recover.register(commands)
+
+
+def register_up(commands: Commands) -> None:
+    # A first `up` skips the per-step checkpoints (ssh_gateway/ops/up.py); later ones are plain `pulumi up`s.
+    from . import up
+
+    up.register(commands)
 
 
 # --- the command line -----------------------------------------------------------------------------------------
@@ -679,8 +692,10 @@ COMMANDS: Final[tuple[Register, ...]] = (
     register_drift_check,
     register_preview_summary,
     register_ssh_config,
+    register_gateway_config,
     register_instances,
     register_recover,
+    register_up,
     register_shards,
     register_local_cluster,
     register_local_backend,

@@ -1,23 +1,28 @@
 """The main job on one machine: a real `ssh` reaches a real sshd through a port the program allocated.
 
-    scripts/demo            start the emulator (data plane on), `pulumi up` the local stack, start one sshd per
-                            instance serving its issued host identity, ssh through every instance's public port
-                            trusting only the stack's CA line, print the answers, the endpoints, the ssh config
-                            and that line, then stop what it started
-    scripts/demo --keep     the same, but leave the emulator and the sshds running (scripts/demo down stops them)
+    scripts/demo            start the emulator, `pulumi up` the local stack, start a real Traefik on the stack's
+                            entry points, one sshd per instance serving its issued host identity, ssh through
+                            every instance's public port trusting only the stack's CA line, print the answers,
+                            the endpoints, the ssh config and that line, then stop what it started
+    scripts/demo --keep     the same, but leave the emulator, Traefik and the sshds running (scripts/demo down
+                            stops them)
     scripts/demo down       destroy the stack's resources and stop whatever the demo left running
 
-The path is the real one, minus the cloud: ssh client -> 127.0.0.1:PORT (the emulator's data plane, standing in
-for Gerbil + Traefik + Newt, listening because the stack created an enabled Pangolin TCP resource on PORT) ->
-the resource's target 127.0.0.1:<staticPort> -> that instance's sshd. Each sshd serves the host key and
+The path is the real one, minus the cloud and the tunnel: ssh client -> 127.0.0.1:PORT, the entry point tcp-PORT of
+a real Traefik, whose static configuration is only the stack's output `gateway.traefikEntryPoints` (bound on
+loopback) plus the emulator's HTTP-provider endpoint, as Pangolin's gateway host runs it -> the router Pangolin
+made of the enabled TCP resource the stack created on PORT -> the resource's target 127.0.0.1:<staticPort> ->
+that instance's sshd. (Gerbil, which needs kernel WireGuard, and Newt, which needs Gerbil, are left out: the
+site is `local`, whose targets Traefik reaches directly.) Each sshd serves the host key and
 certificate the stack issued to its instance (the secret output `hostIdentities`), from files laid out as a
 pod mounts its Secret, and ssh runs with `StrictHostKeyChecking yes` and a known_hosts holding only the stack's
 `knownHosts` output: one `@cert-authority` line. An instance with a pinned `hostKey` gets the sshd's fixed
-demo key instead, and its plain line. A connect-mode instance goes ssh -> proxytunnel -> the data plane on the
-CONNECT port (the stack's one Pangolin resource for it, as a connect stack has it) -> a real Envoy, the stack's
+demo key instead, and its plain line. A connect-mode instance goes ssh -> proxytunnel -> Traefik's entry point on
+the CONNECT port (the router of the stack's one Pangolin resource for it, as a connect stack has it) -> a real
+Envoy, the stack's
 standalone CONNECT gateway (`connect.gateway.kind: envoy`), run from the stack's `envoyConfig` output as an
 operator runs it -> its sshd at its staticHost:staticPort. No cluster, no Istio: the local stack registers
-nothing of Kubernetes. State (keys, logs, pid files, the emulator's db, Envoy's config) lives in
+nothing of Kubernetes. State (keys, logs, pid files, the emulator's db, Traefik's and Envoy's configs) lives in
 .pulumi-state/demo/.
 """
 
@@ -55,8 +60,9 @@ from ssh_gateway.core.settings import (
 )
 from ssh_gateway.core.targets import StaticTarget
 from ssh_gateway.core.trust import known_hosts_file
+from ssh_gateway.local import traefik
 from ssh_gateway.local.envoy import EnvoyError, StandaloneEnvoyProcess, detached_pid, stop_detached
-from ssh_gateway.local.sshd import KeyPair, LocalSshd, SshdError, ensure_client_keypair, login_user, wait_for_port
+from ssh_gateway.local.sshd import KeyPair, LocalSshd, SshdError, ensure_client_keypair, login_user
 from ssh_gateway.local.sshd_identity import IdentitySshd, mount_secret
 from ssh_gateway.plumbing.toolchain import REPO
 
@@ -109,6 +115,8 @@ class Machine:
     `LocalSshd` serving the fixed demo key."""
     started: list[Callable[[], bool]]
     """Stop functions of the processes this run started (not those an earlier --keep run left)."""
+    traefik_dir: Path
+    """Traefik's directory (static configuration, log, pid file)."""
     gateway: EnvoyGatewaySettings | None = None
     """The standalone Envoy of the connect-mode instances, if the stack has any."""
     envoy_dir: Path | None = None
@@ -172,7 +180,7 @@ def _machine(settings: Settings, api_key: str, state: Path, authorized_keys: lis
                 f"demo: instance {inst.name} has neither an issued host identity (hostIdentity.enabled) nor a pinned "
                 "hostKey; the demo's ssh trusts only the stack's knownHosts"
             )
-    return Machine(emulator, sshds, [], gateway, state / "envoy" if gateway else None)
+    return Machine(emulator, sshds, [], state / "traefik", gateway, state / "envoy" if gateway else None)
 
 
 _LOOPBACK = ("127.0.0.1", "localhost")
@@ -191,7 +199,7 @@ def _local_gateway(settings: Settings) -> EnvoyGatewaySettings | None:
             "demo runs the stack's envoyConfig)"
         )
     if isinstance(connect.public, DirectPublic):
-        raise SystemExit("demo: ssh-gateway:connect.public.via must be pangolin (the emulator's data plane) here")
+        raise SystemExit("demo: ssh-gateway:connect.public.via must be pangolin (through the demo's Traefik) here")
     if gateway.target_host not in _LOOPBACK or gateway.listen_address not in _LOOPBACK:
         raise SystemExit(
             f"demo: ssh-gateway:connect.gateway.targetHost ({gateway.target_host}) and listenAddress "
@@ -207,7 +215,7 @@ def _local_gateway(settings: Settings) -> EnvoyGatewaySettings | None:
 
 def _start_emulator(machine: Machine) -> None:
     emulator = machine.emulator
-    with step(f"Pangolin emulator with its data plane at {emulator.url}"):
+    with step(f"Pangolin emulator at {emulator.url}"):
         pid = emulator.running_pid()
         if pid is not None and emulator.healthy():
             say(f"    already running (pid {pid}, left by --keep): reusing it")
@@ -298,6 +306,28 @@ def _write_ssh_files(outputs: dict[str, Any], state: Path, keys: KeyPair) -> Pat
     return config
 
 
+def _start_traefik(machine: Machine, outputs: dict[str, Any]) -> None:
+    """(Re)starts Traefik as the gateway host runs it: the stack's entry points (Traefik reads them only at start-up,
+    so a kept one may lack new ports) and the emulator's HTTP provider; waits until it holds a router on every
+    endpoint's entry point, and prints what it loaded."""
+    entry_points = dict(outputs.get("gateway", {}).get("traefikEntryPoints") or {})
+    gateway = traefik.TraefikProcess(machine.traefik_dir, entry_points, machine.emulator.traefik_config_url)
+    with step(f"Traefik on the stack's {len(entry_points)} entry points (output gateway.traefikEntryPoints)"):
+        if traefik.stop_detached(machine.traefik_dir):
+            say("    stopped the one an earlier --keep run left (its entry points may be stale)")
+        gateway.start(detach=True)
+        machine.started.append(gateway.stop)
+        wanted = {f"tcp-{ep.port}" for ep in read_outputs(outputs).endpoints.values()}
+        routers = gateway.wait_for_routers(lambda held: wanted <= {e for r in held for e in r["entryPoints"]})
+        say(
+            f"    started Traefik {gateway.version()} (pid {gateway.running_pid()}, log {_rel(gateway.log_file)}): "
+            f"{len(routers)} TCP routers from Pangolin's HTTP provider {gateway.provider_endpoint}"
+        )
+        for router in sorted(routers, key=lambda r: str(r["name"])):
+            on = ", ".join(router["entryPoints"])
+            say(f"      {router['name']} on {on}: {router['rule']} -> {router['service']}")
+
+
 def _start_gateway(machine: Machine, outputs: dict[str, Any]) -> None:
     """(Re)starts the standalone Envoy from the stack's `envoyConfig` output, as an operator runs it."""
     if machine.gateway is None or machine.envoy_dir is None:
@@ -344,9 +374,6 @@ def _ssh(config: Path, instance: str, alias: str, where: str) -> Answer:
 
 def _ssh_all(outputs: dict[str, Any], config: Path) -> list[Answer]:
     endpoints = read_outputs(outputs).endpoints
-    for ep in endpoints.values():
-        # The data plane follows Pangolin within about a second of the change.
-        wait_for_port(ep.host, ep.port, 5.0)
     with ThreadPoolExecutor(max_workers=8) as pool:
         futures = [pool.submit(_ssh, config, name, f"ssh-{name}", _path(ep)) for name, ep in endpoints.items()]
         return [f.result() for f in futures]
@@ -404,6 +431,7 @@ def up(stack_name: str, state: Path, *, keep: bool) -> int:
             say(f"    {'changes: ' + str(changes) if changes else 'no changes'}")
         outputs = {key: value.value for key, value in result.outputs.items()}
         _start_sshds(machine, outputs)
+        _start_traefik(machine, outputs)
         _start_gateway(machine, outputs)
         config = _write_ssh_files(outputs, state, keys)
         with step("ssh through every instance's public port (BatchMode, StrictHostKeyChecking yes, the CA line)"):
@@ -427,7 +455,7 @@ def up(stack_name: str, state: Path, *, keep: bool) -> int:
             )
             for line in str(outputs["knownHosts"]).splitlines():
                 say(f"    {line}")
-    except (SshdError, EmulatorError, EnvoyError, auto.CommandError) as exc:
+    except (SshdError, EmulatorError, EnvoyError, traefik.TraefikError, auto.CommandError) as exc:
         say(f"!!! {exc}")
         error = True
     finally:
@@ -445,7 +473,7 @@ def up(stack_name: str, state: Path, *, keep: bool) -> int:
 def _finish(machine: Machine, *, keep: bool) -> None:
     if keep:
         say(
-            "==> --keep: the emulator, the sshds (and Envoy) stay up; stop them (and destroy the stack) with: "
+            "==> --keep: the emulator, Traefik, the sshds (and Envoy) stay up; stop them (and destroy the stack) with: "
             "scripts/demo down"
         )
         return
@@ -455,7 +483,8 @@ def _finish(machine: Machine, *, keep: bool) -> None:
                 stop()
     envoy = detached_pid(machine.envoy_dir) if machine.envoy_dir else None
     sshd_pids = [s.running_pid() for s in machine.sshds.values()]
-    leftovers = [p for p in (machine.emulator.running_pid(), *sshd_pids, envoy) if p]
+    gateway = traefik.detached_pid(machine.traefik_dir)
+    leftovers = [p for p in (machine.emulator.running_pid(), gateway, *sshd_pids, envoy) if p]
     if leftovers:
         say("==> processes left by an earlier --keep run are still up: scripts/demo down stops them")
 
@@ -481,6 +510,7 @@ def down(stack_name: str, state: Path) -> int:
     else:
         say(f"==> stack {stack_name} has no resources: nothing to destroy")
     stops: list[tuple[str, Callable[[], bool]]] = [("emulator", machine.emulator.stop)]
+    stops.append(("traefik", lambda: traefik.stop_detached(machine.traefik_dir)))
     stops += [(f"sshd :{s.port}", s.stop) for s in machine.sshds.values()]
     if machine.envoy_dir is not None:
         envoy_dir = machine.envoy_dir
@@ -513,7 +543,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.action == "down":
             return down(args.stack, state)
         return up(args.stack, state, keep=args.keep)
-    except (SettingsError, SshdError, EmulatorError, auto.CommandError) as exc:
+    except (SettingsError, SshdError, EmulatorError, traefik.TraefikError, auto.CommandError) as exc:
         say(f"!!! {exc}")
         return 1
 

@@ -70,6 +70,11 @@ class Drift:
         return ", the CONNECT entry" if entry_of(self.urn) else ""
 
 
+_STEERING = frozenset({"adoptResourceId"})
+"""Inputs that only steer a create and are no part of a resource's diff (a Pangolin resource's listing hint): a
+replacement's new inputs carry it, and it is no drift."""
+
+
 def _inputs(step: Mapping[str, Any], which: str) -> Mapping[str, Any]:
     state = step.get(which)
     if not isinstance(state, Mapping):
@@ -94,7 +99,7 @@ def drift_of(preview: Mapping[str, Any]) -> list[Drift]:
             tuple(
                 f"{key}: {_shown(live.get(key))} → {_shown(declared.get(key))}"
                 for key in sorted({*live, *declared})
-                if not key.startswith("__") and live.get(key) != declared.get(key)
+                if not key.startswith("__") and key not in _STEERING and live.get(key) != declared.get(key)
             )
             if live and declared
             else ()

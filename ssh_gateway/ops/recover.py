@@ -24,9 +24,14 @@ What a killed `up` leaves, and what this command does about each, in this order:
    `refresh` reads it, and `up` updates whatever differs (a create killed before its target was made is
    adopted with no target, which the provider's diff sees and the next `up` adds). Deleting is the fallback
    only where the state cannot hold it: when the resource's parent, provider or a dependency is not in state.
-   Pending operations of any other kind or type are cleared (a `Service`, NSG rule or the allocation is made
-   again by the next `up`; each is named in the report). The fixed deployment is then imported with
-   `pulumi stack import`.
+   Pending operations of any other kind or type are cleared (each is named in the report), and the fixed
+   deployment is imported with `pulumi stack import`.
+4. **Objects no state holds** (`adopt.py`): a pending create of a `Service`, a Secret or an NSG rule whose
+   object exists, and every such object of a killed first `up` run with `PULUMI_SKIP_CHECKPOINTS` (which
+   leaves no pending operation at all), is imported into the state by its deterministic id - when it carries
+   this stack's mark; one without it is someone else's and is named, not adopted. The real providers refuse to
+   create what exists, so the next `up` could not make them again. Pangolin resources of such a run need no
+   step: their provider adopts them by name, and the port table takes their ports back.
 
 It prints what it did (`--json`: one JSON object). Exit codes:
 
@@ -34,6 +39,8 @@ It prints what it did (`--json`: one JSON object). Exit codes:
     1  a step failed (Pangolin unreachable, a pulumi command failed, a broken checkpoint without a sound backup)
     2  it cannot run: bad arguments, no toolchain, no such stack, no API key
     3  refused, nothing changed: the stack's lock is held by a live process, or by one on another host
+
+(1 also when an object the program would create exists without this stack's mark: it is named, and left.)
 """
 
 from __future__ import annotations
@@ -54,6 +61,7 @@ import yaml
 from ssh_gateway.core.names import PANGOLIN_TYPE
 from ssh_gateway.plumbing.toolchain import REPO, ToolchainMissing, pulumi_env
 
+from .adopt import ADOPTABLE_TYPES, AdoptError, Adoption, adopt
 from .file_backend import StackFiles
 from .stack_lock import holder_state
 from .state_backend import AzblobError, StackState, stack_state
@@ -77,7 +85,8 @@ EXIT_CODES: Final = {
 _DESCRIPTION: Final = (
     "Make a stack whose `pulumi up` was killed usable again: remove its lock if the lock's process is gone "
     "(never while it runs), repair an empty .attrs file or a truncated checkpoint, adopt each pending Pangolin "
-    "create that Pangolin made (or confirm it absent), clear the pending operations, and say what was done."
+    "create that Pangolin made (or confirm it absent), clear the pending operations, import the Services, "
+    "Secrets and NSG rules of this stack that exist but that no state holds, and say what was done."
 )
 
 
@@ -89,7 +98,11 @@ class Report:
     done: list[str] = field(default_factory=list)
     """One line per action or finding, in the order they happened."""
     pending: list[dict[str, Any]] = field(default_factory=list)
-    """Per pending operation: `urn`, `type`, `operation`, `outcome` (adopted/absent/deleted/cleared), `resourceId`."""
+    """Per pending operation: `urn`, `type`, `operation`, `outcome` (adopted/absent/deleted/cleared/foreign),
+    `resourceId`."""
+    adopted: list[dict[str, str]] = field(default_factory=list)
+    """Per object the program would create that exists: `urn`, `type`, `objectId`, `outcome`
+    (adopted/foreign); the pending ones among them too."""
     exit_code: int = OK
 
 
@@ -121,6 +134,7 @@ def recover(stack: str, *, work_dir: Path = REPO, env: dict[str, str] | None = N
         if isinstance(state, StackFiles):
             _repair_files(state, report)
         _settle_pending(stack, work_dir, env, report)
+        _adopt_existing(stack, project, work_dir, env, report)
     except ToolchainMissing as exc:
         report.done.append(str(exc))
         report.exit_code = CANNOT_RUN
@@ -190,6 +204,7 @@ def _settle_pending(stack: str, work_dir: Path, env: dict[str, str], report: Rep
         if not pending:
             report.done.append("no pending operations")
             return
+        # Cleared here; those whose object exists are imported by the next step (`_adopt_existing`).
         creates = [op for op in pending if op.get("type") == "creating" and op["resource"].get("type") == PANGOLIN_TYPE]
         if creates:
             _settle_pangolin_creates(stack, work_dir, env, deployment, creates, report)
@@ -308,6 +323,38 @@ def _pulumi(args: list[str], work_dir: Path, env: dict[str, str]) -> str:
         code = CANNOT_RUN if "no stack named" in done.stderr else FAILED
         raise _Stop(code, f"`pulumi {' '.join(args[:2])}` failed: {detail}")
     return done.stdout
+
+
+# --- 4. objects no state holds -----------------------------------------------------------------------------------
+
+
+def _adopt_existing(stack: str, project: str, work_dir: Path, env: dict[str, str], report: Report) -> None:
+    try:
+        found = adopt(stack, project, work_dir, env)
+    except AdoptError as exc:
+        raise _Stop(FAILED, f"cannot adopt the objects no state holds: {exc}") from None
+    by_urn: dict[str, Adoption] = {a.urn: a for a in found}
+    for entry in report.pending:
+        if entry["type"] in ADOPTABLE_TYPES and entry["urn"] in by_urn:
+            entry["outcome"] = by_urn[entry["urn"]].outcome
+    for a in found:
+        if a.outcome != "absent":
+            report.adopted.append({"urn": a.urn, "type": a.type, "objectId": a.object_id, "outcome": a.outcome})
+    adopted = [a for a in found if a.outcome == "adopted"]
+    if adopted:
+        report.done.append(
+            f"imported {len(adopted)} object(s) that exist but that no state held: "
+            + ", ".join(a.object_id.rsplit("/", 1)[-1] for a in adopted[:5])
+            + (f" and {len(adopted) - 5} more" if len(adopted) > 5 else "")
+        )
+    foreign = [a for a in found if a.outcome == "foreign"]
+    if foreign:
+        raise _Stop(
+            FAILED,
+            f"{len(foreign)} object(s) the program would create exist without this stack's mark, so they are "
+            f"someone else's and were not adopted: {', '.join(a.object_id for a in foreign[:3])}; delete or "
+            "rename them (or import them by hand with `pulumi import` if they are this stack's)",
+        )
 
 
 # --- the command -------------------------------------------------------------------------------------------------

@@ -21,6 +21,8 @@ from ssh_gateway.local.istio_crds import install_istio_crds
 from ssh_gateway.ops.automation import open_stack, remove_stack
 from ssh_gateway.plumbing.toolchain import ToolchainMissing, pulumi_env
 
+from .fake_azure import azure_native_fixture, fake_azure_fixture  # noqa: F401 - the stand-in's fixtures, for every test
+
 StackFactory = Callable[..., auto.Stack]
 
 

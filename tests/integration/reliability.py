@@ -19,9 +19,11 @@ from ssh_gateway.core.names import PANGOLIN_TYPE, owner_prefix
 from ssh_gateway.plumbing.toolchain import REPO, pulumi_env
 
 from .cli import run
+from .sampler import Probe
 
 ALL_FAULTS = ("500", "429", "timeout", "reset", "timeout-after-write")
 PUT_RESOURCE = "PUT /v1/org/{orgId}/resource"
+LIST_RESOURCES = "GET /v1/org/{orgId}/resources"
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,16 @@ def audit(emulator: EmulatorHandle, stack: auto.Stack, instances: list[str]) -> 
         ),
         pending=len(deployment.get("pending_operations") or []),
     )
+
+
+def routed_twice(emulator: EmulatorHandle) -> Probe:
+    """Ports that two enabled resources with an enabled target bind: two Traefik routers on one entry point."""
+    return Probe("routed twice", lambda: str(found) if (found := emulator.doubly_routed_ports()) else None)
+
+
+def claimed_twice(emulator: EmulatorHandle) -> Probe:
+    """Ports that two enabled resources bind, a target or not: a contest in progress (not a fault by itself)."""
+    return Probe("claimed twice", lambda: str(found) if (found := emulator.doubly_bound_ports()) else None)
 
 
 def names_in(emulator: EmulatorHandle, stack: auto.Stack) -> int:

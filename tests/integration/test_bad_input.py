@@ -16,6 +16,7 @@ from .conftest import StackFactory, stack_config, static_instance
 pytestmark = pytest.mark.integration
 
 FIREWALL = {"resourceGroup": "rg", "nsgName": "nsg"}
+LONG = "g" * 60  # a DNS label, but ssh-<name> is not one
 
 CASES: list[tuple[str, dict[str, Any], str]] = [
     (
@@ -72,6 +73,35 @@ CASES: list[tuple[str, dict[str, Any], str]] = [
             }
         },
         "ssh-gateway:connect.gateway.selector: only for connect.gateway.kind istio",
+    ),
+    (
+        "Service name over 63",
+        {"instances": [{"name": LONG, "target": "clusterIp"}]},
+        f"ssh-gateway:instances[0].name: instance '{LONG}' makes the Service name 'ssh-{LONG}' (64 characters), over "
+        "the 63 of a Kubernetes Service name (a DNS-1035 label): use at most 59 characters",
+    ),
+    (
+        "public host label over 63",
+        {"instances": [static_instance(LONG)]},
+        f"ssh-gateway:instances[0].name: instance '{LONG}' makes the public host (gateway.hostTemplate) "
+        f"'ssh-{LONG}.example.test', whose label 'ssh-{LONG}' has 64 characters, over DNS's 63",
+    ),
+    (
+        "CONNECT authority over 253",
+        {
+            "instances": [{"name": "c" * 59, "routing": "connect"}],
+            "connect": {"public": {"port": 40443}},
+            "kubernetes": {"namespace": "n" * 63, "clusterDomain": ".".join(["d" * 60] * 3)},
+        },
+        f"ssh-gateway:instances[0].name: instance '{'c' * 59}' makes the CONNECT authority 'ssh-{'c' * 59}.",
+    ),
+    (
+        "CONNECT entry's host label over 63",
+        {
+            "gateway": {"hostTemplate": "{instance}" + "x" * 57 + ".example.test"},
+            "connect": {"public": {"port": 40443}},
+        },
+        "ssh-gateway:gateway.hostTemplate: the CONNECT entry's public host (gateway.hostTemplate) 'connect",
     ),
 ]
 

@@ -1,6 +1,7 @@
 """The main job with both families in one run, as `scripts/demo` runs the local stack: port-mode instances through
-their own ports, and a connect-mode instance (target static) through the CONNECT port (the emulator's data plane)
-and a real Envoy, the stack's standalone gateway (connect.gateway.kind envoy) run from the `envoyConfig` output of
+their own ports, and a connect-mode instance (target static) through the CONNECT port (the entry point of a real
+Traefik, routed by the emulator's HTTP provider) and a real Envoy, the stack's standalone gateway
+(connect.gateway.kind envoy) run from the `envoyConfig` output of
 the real `pulumi up`, to a real sshd, with real ssh and proxytunnel. The stack registers nothing of Kubernetes.
 
 Like test_main_job.py, it runs the demo's own code on a stack of its own with free ports: --keep, a second run
@@ -105,6 +106,9 @@ def test_both_families_answer_in_one_run(demo: Demo, capsys: pytest.CaptureFixtu
         f"{demo.connect_port}",
     }
     assert "main job OK: 2/2 instances answered" in first.stdout
+    # The CONNECT port is one of Traefik's entry points, with the router of the stack's @connect resource.
+    connect_router = rf"^      \d+-ssh-gateway-{demo.stack.name}-connect-router@http on tcp-{demo.connect_port}: "
+    assert re.search(connect_router, first.stdout, re.M), first.stdout
     assert (
         f"Envoy, the stack's CONNECT gateway, on 127.0.0.1:{demo.envoy_port} (the envoyConfig output)" in first.stdout
     )
@@ -150,7 +154,7 @@ def test_both_families_answer_in_one_run(demo: Demo, capsys: pytest.CaptureFixtu
 
 
 def connect_status(port: int, authority: str) -> int:
-    """The status Envoy answers `CONNECT <authority>:22` with, through the emulator's data plane on `port`."""
+    """The status Envoy answers `CONNECT <authority>:22` with, through Traefik's entry point on `port`."""
     with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
         sock.sendall(connect_request(authority))
         head = b""

@@ -34,7 +34,10 @@ def test_a_port_changed_by_hand_fails_the_check_naming_the_resource(
     assert lines[0] == (
         f"Drift in stack {stack.name}: 1 resource(s) differ from what the program declares (live → declared):"
     )
-    assert lines[1] == "  - b-pangolin (pulumi-python:dynamic/pangolin:TcpResource, instance b): changed outside Pulumi"
+    assert lines[1] == (
+        "  - b-pangolin (pulumi-python:dynamic/pangolin:TcpResource, instance b): changed outside Pulumi (putting it "
+        "back replaces it)"
+    )
     assert lines[2] == "      proxyPort: 40015 → 40001"
     assert f"pulumi up --refresh --stack {stack.name}" in lines[3]
 

@@ -1,6 +1,7 @@
-"""`SshHostCa` and `SshHostKey` through the real pulumi CLI (project host_identity_project/): keys drawn
-once, certificates re-issued in place, rotation of one instance and of the CA with overlap, and no
-plaintext private key in `pulumi stack export`, the state file or the engine's output.
+"""`SshHostCa`, `SshHostKeyRoot` and the derived host identities through the real pulumi CLI (project
+host_identity_project/): keys that never change on their own, certificates that follow their names and CA,
+rotation of one instance and of the CA with overlap, no resource per host, and no plaintext private key in
+`pulumi stack export`, the state file or the engine's output.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ pytestmark = pytest.mark.integration
 PROJECT = Path(__file__).parent / "host_identity_project"
 NAMESPACE = "host-identity-test"
 CA_TYPE = "pulumi-python:dynamic/ssh-gateway:SshHostCa"
-KEY_TYPE = "pulumi-python:dynamic/ssh-gateway:SshHostKey"
+ROOT_TYPE = "pulumi-python:dynamic/ssh-gateway:SshHostKeyRoot"
 # How a checkpoint marks an encrypted value: {SIG_KEY: ENCRYPTED_SIG, "ciphertext": ...} (Pulumi's `sig` package).
 SIG_KEY = "4dabf18193072939515e22adb298388d"
 ENCRYPTED_SIG = "1b47061264138c4ac30d75fd1eb44270"
@@ -81,12 +82,15 @@ class Identities:
         return list(deployment["resources"])
 
     def private_keys(self) -> dict[str, str]:
-        """Every private key in state, decrypted: resource name -> key file."""
-        return {
+        """Every private key in state, decrypted: resource or host name -> key file (the root as the key file of
+        its seed, whose seed fragments are the root's)."""
+        keys = {
             r["urn"].rsplit("::", 1)[1]: _revealed(r["outputs"]["privateKey"])
             for r in self.resources()
-            if r["type"] in (CA_TYPE, KEY_TYPE)
+            if r["type"] in (CA_TYPE, ROOT_TYPE)
         }
+        keys["host-key-root"] = hi.key_pair_from_private_seed(keys["host-key-root"]).private_key
+        return keys | {f"{name}-host-key": key for name, key in self.outputs()["privateKeys"].items()}
 
 
 def _revealed(value: Any) -> str:
@@ -125,20 +129,21 @@ def assert_no_plaintext_private_key(identities: Identities) -> dict[str, int]:
     # The search does find every key where it is in plaintext: in the export with --show-secrets.
     revealed = pulumi("stack", "export", "--show-secrets", "--stack", identities.name, cwd=PROJECT)
     counts["export --show-secrets: plaintext key material"] = shown = key_material(revealed.stdout, keys.values())
-    assert shown >= 2 * len(keys), shown
+    missed = [name for name, key in keys.items() if key_material(revealed.stdout, [key]) == 0]
+    assert shown >= len(keys) and not missed, (shown, missed)
     for where, text in texts.items():
         counts[f"{where}: plaintext key material"] = found = key_material(text, keys.values())
         assert found == 0, f"{found} pieces of private keys in plaintext in the {where}"
     deployment = json.loads(exported.stdout)["deployment"]
     secrets = 0
     for resource in deployment["resources"]:
-        if resource["type"] in (CA_TYPE, KEY_TYPE):
+        if resource["type"] in (CA_TYPE, ROOT_TYPE):
             assert resource["outputs"]["privateKey"].get(SIG_KEY) == ENCRYPTED_SIG, resource["urn"]
             secrets += 1
-        if resource["type"] == KEY_TYPE:
-            assert resource["inputs"]["caPrivateKey"].get(SIG_KEY) == ENCRYPTED_SIG
-            assert "caPrivateKey" not in resource["outputs"]
-            secrets += 1
+        if resource["type"] == "pulumi:pulumi:Stack":
+            for key in resource["outputs"]["privateKeys"].values():
+                assert key.get(SIG_KEY) == ENCRYPTED_SIG
+                secrets += 1
     counts["secret key fields"] = secrets
     return counts
 
@@ -149,7 +154,7 @@ def serve_and_connect(tmp_path: Path, identities: Identities, instance: str) -> 
     outputs = identities.outputs()
     host = outputs["hosts"][instance]
     data = hi.secret_data(
-        private_key=identities.private_keys()[f"{instance}-host-key"],
+        private_key=outputs["privateKeys"][instance],
         public_key=host["publicKey"],
         certificate=host["certificate"],
     )
@@ -171,69 +176,76 @@ def serve_and_connect(tmp_path: Path, identities: Identities, instance: str) -> 
     assert result.stdout.strip() == GREETING
 
 
-def test_keys_stay_certificates_follow_and_nothing_leaks(identities: Identities, tmp_path: Path) -> None:
-    # 0. A preview of a new stack: the CA's keys are unknown to the host keys' check, which lets them pass.
-    preview = identities.stack.preview(on_output=identities.logs.append, diff=True)
-    assert {OpType(op).value: n for op, n in preview.change_summary.items()} == {"create": 4}
+def _ca_of(host: dict[str, Any]) -> str:
+    return hi.fingerprint(hi.parse_host_certificate(host["certificate"]).ca_public_key)
 
-    # 1. A CA and two host keys, each certified by the CA for its names.
-    assert identities.up() == {"create": 4}
+
+def test_keys_stay_certificates_follow_and_nothing_leaks(identities: Identities, tmp_path: Path) -> None:
+    # 0. A preview of a new stack: the stack, a CA and the root; nothing per host.
+    preview = identities.stack.preview(on_output=identities.logs.append, diff=True)
+    assert {OpType(op).value: n for op, n in preview.change_summary.items()} == {"create": 3}
+
+    # 1. A CA, the root and two hosts' identities, each certified by the CA for its names.
+    assert identities.up() == {"create": 3}
     first = identities.outputs()
     ca1 = first["caFingerprints"]["1"]
     for instance in ("gpu-alice", "gpu-bob"):
         issued = hi.parse_host_certificate(first["hosts"][instance]["certificate"])
         assert issued.principals == tuple(sorted(principals(instance)))
-        assert hi.fingerprint(issued.ca_public_key) == ca1 == first["hosts"][instance]["caFingerprint"]
+        assert hi.fingerprint(issued.ca_public_key) == ca1
+        assert issued.public_key == first["hosts"][instance]["publicKey"]
     (ca_line,) = first["knownHosts"].splitlines()
     assert ca_line.startswith("@cert-authority ssh-*.example.test,[ssh-*.example.test]:* ssh-ed25519 ")
     serve_and_connect(tmp_path, identities, "gpu-alice")
 
-    # 2. New principals: alice's certificate is re-issued in place, her key stays; bob is untouched.
+    # 2. New principals: alice's certificate is re-issued, her key stays; bob is untouched; no resource changes.
     identities.hosts["gpu-alice"]["principals"] = principals("gpu-alice", "gpu-alice.connect.example.test")
-    assert identities.up() == {"update": 1, "same": 3}
+    assert identities.up() == {"same": 3}
     second = identities.outputs()
     alice, alice_before = second["hosts"]["gpu-alice"], first["hosts"]["gpu-alice"]
     assert alice["fingerprint"] == alice_before["fingerprint"] and alice["publicKey"] == alice_before["publicKey"]
     assert alice["certificate"] != alice_before["certificate"]
     assert "gpu-alice.connect.example.test" in hi.parse_host_certificate(alice["certificate"]).principals
     assert second["hosts"]["gpu-bob"] == first["hosts"]["gpu-bob"]
+    assert second["privateKeys"] == first["privateKeys"]  # byte for byte: the files are derived, not drawn
 
     # 3. Again, and after a refresh: nothing changes.
-    assert identities.up() == {"same": 4}
+    assert identities.up() == {"same": 3}
     identities.stack.refresh(on_output=identities.logs.append)
     identities.stack.preview(expect_no_changes=True, on_output=identities.logs.append)
     assert identities.outputs() == second
 
-    # 4. Rotating one instance: only bob's key is replaced.
+    # 4. Rotating one instance: only bob's key changes.
     identities.hosts["gpu-bob"]["generation"] = 2
-    assert identities.up() == {"replace": 1, "same": 3}
+    assert identities.up() == {"same": 3}
     third = identities.outputs()
     assert third["hosts"]["gpu-bob"]["fingerprint"] != second["hosts"]["gpu-bob"]["fingerprint"]
     assert third["hosts"]["gpu-alice"] == second["hosts"]["gpu-alice"]
 
     # 5. CA rotation with overlap: publish generation 2 beside 1; then sign with 2; then retire 1.
     identities.ca_generations = [1, 2]
-    assert identities.up() == {"create": 1, "same": 4}
+    assert identities.up() == {"create": 1, "same": 3}
     overlap = identities.outputs()
     assert len(overlap["knownHosts"].splitlines()) == 2 and overlap["hosts"] == third["hosts"]
     identities.signing = 2
-    assert identities.up() == {"update": 2, "same": 3}
+    assert identities.up() == {"same": 4}
     switched = identities.outputs()
     ca2 = switched["caFingerprints"]["2"]
     for instance in ("gpu-alice", "gpu-bob"):
         now, before = switched["hosts"][instance], third["hosts"][instance]
         assert now["fingerprint"] == before["fingerprint"], "a CA rotation must not change any host key"
-        assert now["caFingerprint"] == ca2 != ca1
+        assert _ca_of(now) == ca2 != ca1
     serve_and_connect(tmp_path, identities, "gpu-bob")  # both lines still published
     identities.ca_generations = [2]
-    assert identities.up() == {"delete": 1, "same": 4}
+    assert identities.up() == {"delete": 1, "same": 3}
     retired = identities.outputs()
     (only_line,) = retired["knownHosts"].splitlines()
     assert hi.fingerprint(" ".join(only_line.split()[2:4])) == ca2
+    assert retired["hosts"] == switched["hosts"]
     serve_and_connect(tmp_path, identities, "gpu-alice")
 
     # 6. No private key in plaintext anywhere Pulumi writes.
     counts = assert_no_plaintext_private_key(identities)
-    assert counts["private keys in state"] == 3  # CA g2, alice, bob
-    assert counts["secret key fields"] == 5  # 3 privateKey outputs + 2 caPrivateKey inputs
+    assert counts["private keys in state"] == 4  # CA g2, the root, alice's and bob's keys (in a stack output)
+    assert counts["secret key fields"] == 4  # 2 privateKey outputs (CA, root) + each host's in the stack output
     print(f"export check: {counts}")

@@ -26,7 +26,7 @@ from pulumi import automation as auto
 
 from pangolin_emulator.harness import EmulatorHandle, running_emulator
 from ssh_gateway.core import host_identity as hi
-from ssh_gateway.core.names import HOST_CA_TYPE, HOST_KEY_TYPE, SECRET_TYPE
+from ssh_gateway.core.names import HOST_CA_TYPE, HOST_KEY_ROOT_TYPE, HOST_KEY_TYPE, SECRET_TYPE
 from ssh_gateway.local.control_plane import ControlPlane
 from ssh_gateway.local.sshd import KeyPair as ClientKeys
 from ssh_gateway.local.sshd import ensure_client_keypair
@@ -73,15 +73,23 @@ class World:
         # --diff: the output then shows every changed property, which the leak check reads too.
         self.stack.up(on_output=self.logs.append, diff=True, refresh=refresh)
         self.private_keys |= set(self._state_private_keys())
-        return {key: value.value for key, value in self.stack.outputs().items()}
+        outputs = {key: value.value for key, value in self.stack.outputs().items()}
+        # The static instances' derived keys; a Service's are in its Secret (the test adds those it reads).
+        self.private_keys |= {str(files["privateKey"]) for files in (outputs.get("hostIdentities") or {}).values()}
+        return outputs
 
     def resources(self, typ: str) -> dict[str, dict[str, Any]]:
         assert self.stack is not None
         return {r["urn"].rsplit("::", 1)[1]: r for r in exported_resources(self.stack) if r["type"] == typ}
 
     def _state_private_keys(self) -> list[str]:
-        found = [*self.resources(HOST_CA_TYPE).values(), *self.resources(HOST_KEY_TYPE).values()]
-        return [str(_revealed(r["outputs"]["privateKey"])) for r in found]
+        cas = [str(_revealed(r["outputs"]["privateKey"])) for r in self.resources(HOST_CA_TYPE).values()]
+        # The root is a 32-byte seed: searched for as the key file of that seed, whose fragments are the seed's.
+        roots = [
+            hi.key_pair_from_private_seed(str(_revealed(r["outputs"]["privateKey"]))).private_key
+            for r in self.resources(HOST_KEY_ROOT_TYPE).values()
+        ]
+        return cas + roots
 
     def secret_files(self, namespace: str, name: str) -> dict[str, Any]:
         """The Secret as the kubelet would get it from the API server: the files, and the object."""
@@ -170,12 +178,23 @@ def test_issued_identities_survive_and_nothing_leaks(
     files, secret = read_back["files"], read_back["object"]
     assert sorted(files) == sorted(hi.SECRET_KEYS) and secret["type"] == "Opaque"
     assert secret["metadata"]["annotations"]["pulumi.com/skipAwait"] == "true"
-    # The Secret holds exactly what the stack issued (state, decrypted) and publishes (hostKeys).
-    issued = world.resources(HOST_KEY_TYPE)["gpu-np-host-key"]["outputs"]
-    assert files[hi.HOST_KEY_FILE] == _revealed(issued["privateKey"])
-    assert files[hi.HOST_PUBLIC_KEY_FILE] == issued["publicKey"] + "\n"
-    assert files[hi.HOST_CERTIFICATE_FILE] == issued["certificate"] + "\n"
-    assert first["hostKeys"]["gpu-np"].endswith(" " + issued["publicKey"])
+    # The Secret holds a key and certificate that belong together, signed by the stack's CA, and the key the
+    # stack publishes (hostKeys); no resource per instance holds them (they are derived from the stack's root).
+    world.private_keys.add(files[hi.HOST_KEY_FILE])
+    assert (
+        hi.secret_data(
+            private_key=files[hi.HOST_KEY_FILE],
+            public_key=files[hi.HOST_PUBLIC_KEY_FILE].strip(),
+            certificate=files[hi.HOST_CERTIFICATE_FILE].strip(),
+        )
+        == files
+    )
+    (ca_entry,) = first["hostCa"]
+    hi.verify_host_certificate(
+        files[hi.HOST_CERTIFICATE_FILE], ca_public_keys=[ca_entry["publicKey"]], principal="ssh-gpu-np.example.test"
+    )
+    assert first["hostKeys"]["gpu-np"].endswith(" " + files[hi.HOST_PUBLIC_KEY_FILE].strip())
+    assert not world.resources(HOST_KEY_TYPE) and list(world.resources(HOST_KEY_ROOT_TYPE)) == ["host-key-root"]
     assert "gpu-np" not in first["hostIdentities"]  # delivered by the Secret, not an output
     (ca_line,) = first["knownHosts"].splitlines()
     assert ca_line.startswith("@cert-authority ssh-*.example.test,[ssh-*.example.test]:* ssh-ed25519 ")
@@ -234,7 +253,8 @@ def test_issued_identities_survive_and_nothing_leaks(
 
     # 6. No plaintext private key: not in the export without --show-secrets, the ups' output, nor stack output.
     counts = _assert_no_plaintext_private_key(world)
-    assert counts["private keys searched"] == 4  # CA g1 and g2 (both were in state), gpu-np's and vm-01's keys
+    # CA g1 and g2 (both were in state), the host-key root, gpu-np's and vm-01's keys.
+    assert counts["private keys searched"] == 5
     print(f"no-leak check: {counts}")
 
 
@@ -269,7 +289,7 @@ def _assert_no_plaintext_private_key(world: World) -> dict[str, int]:
     # Every place a private key is stored is a secret in the export.
     deployment = json.loads(exported.stdout)["deployment"]
     for resource in deployment["resources"]:
-        if resource["type"] in (HOST_CA_TYPE, HOST_KEY_TYPE):
+        if resource["type"] in (HOST_CA_TYPE, HOST_KEY_ROOT_TYPE):
             assert resource["outputs"]["privateKey"].get(SIG_KEY) == ENCRYPTED_SIG, resource["urn"]
         if resource["type"] == SECRET_TYPE:
             for field in ("data", "stringData"):

@@ -1,6 +1,7 @@
-"""The main job end to end, as `scripts/demo` runs it: the real pulumi CLI, the emulator's data plane, one real
-sshd per instance serving the host key and certificate the stack issued to it, and the real `ssh` client in
-BatchMode with StrictHostKeyChecking yes and only the stack's CA line, through the ports the program allocated.
+"""The main job end to end, as `scripts/demo` runs it: the real pulumi CLI, a real Traefik on the stack's entry points
+routing by what the emulator's HTTP provider serves, one real sshd per instance serving the host key and
+certificate the stack issued to it, and the real `ssh` client in BatchMode with StrictHostKeyChecking yes and only
+the stack's CA line, through the ports the program allocated.
 
 It runs the demo's own code (`python -m ssh_gateway.ops.demo`) on a stack of its own with free ports, so it never
 clashes with a demo running on this machine: --keep, then a second run (idempotent, reusing what the first
@@ -98,6 +99,11 @@ def test_main_job_keep_rerun_and_down(demo: Demo) -> None:
         for name in INSTANCES
     }
     assert "main job OK: 3/3 instances answered" in first.stdout
+    # Through the real Traefik: its version, and one router per instance on the instance's entry point.
+    assert "started Traefik 3.7.15 " in first.stdout
+    for name in INSTANCES:
+        router = rf"^      \d+-ssh-gateway-{demo.stack.name}-{name}-router@http on tcp-{ports[name]}: HostSNI"
+        assert re.search(router, first.stdout, re.M), first.stdout
     assert "scripts/demo down" in first.stdout
 
     # The one line a laptop adds, printed; the demo's known_hosts holds it and nothing else.

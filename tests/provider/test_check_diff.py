@@ -112,7 +112,7 @@ def test_diff_ignores_provider_outputs_and_float_noise() -> None:
     assert result.changes is False
 
 
-@pytest.mark.parametrize("key", ["name", "proxyPort", "enabled", "siteId", "targetIp", "targetPort"])
+@pytest.mark.parametrize("key", ["name", "enabled", "siteId", "targetIp", "targetPort"])
 def test_diff_updates_in_place(key: str) -> None:
     new_value = {"name": "other", "enabled": False, "targetIp": "10.0.0.8"}.get(key, 4)
     news = {**PangolinTcpProvider().check({}, VALID).inputs, key: new_value}
@@ -121,12 +121,19 @@ def test_diff_updates_in_place(key: str) -> None:
 
 
 @pytest.mark.parametrize(
-    ("key", "value"), [("protocol", "udp"), ("orgId", "other"), ("apiUrl", "https://other.example.com/v1")]
+    ("key", "value"),
+    [("protocol", "udp"), ("orgId", "other"), ("apiUrl", "https://other.example.com/v1"), ("proxyPort", 40002)],
 )
-def test_diff_replaces_what_pangolin_cannot_change_deleting_first(key: str, value: str) -> None:
+def test_diff_replaces_what_pangolin_cannot_change_or_a_new_claim_deleting_first(key: str, value: str) -> None:
     news = {**PangolinTcpProvider().check({}, VALID).inputs, key: value}
     result = PangolinTcpProvider().diff("5", _state(), news)
     assert (result.changes, result.replaces, result.delete_before_replace) == (True, [key], True)
+
+
+def test_diff_replaces_to_enable_again_since_that_claims_the_port_anew() -> None:
+    news = PangolinTcpProvider().check({}, VALID).inputs
+    result = PangolinTcpProvider().diff("5", _state(enabled=False), news)
+    assert (result.changes, result.replaces, result.delete_before_replace) == (True, ["enabled"], True)
 
 
 def test_diff_counts_unknown_as_changed() -> None:

@@ -1,8 +1,10 @@
 """Two owners on one port: the lowest resource id wins (`ssh_gateway.core.org`).
 
 Before binding, `PortAllocation.check` moves an instance whose port an older resource of someone else owns and
-refuses a pin on such a port; after binding, the port check disables the stack's younger resource and fails
-naming both owners; the next update moves it and enables it again.
+refuses a pin on such a port; while binding, a create claims its port before it adds the target, and a create
+that lost deletes its resource, which never served; after binding, the port check (the backstop) disables any
+of the stack's younger resources that serve a port anyway and fails naming both owners; the next update moves
+it (a replacement: a new claim).
 """
 
 from __future__ import annotations
@@ -100,12 +102,67 @@ def _make(provider: PangolinTcpProvider, emulator: EmulatorHandle, name: str, po
     return int(provider.create(inputs(emulator, name=name, proxyPort=port)).id)
 
 
-def test_the_port_check_disables_the_younger_resource_and_names_both_owners(
+def _bind(client: PangolinClient, emulator: EmulatorHandle, name: str, port: int) -> int:
+    """A resource and its target made without a claim (another tool, or an older ssh-gateway), so it serves
+    `port` whoever else does."""
+    resource = client.create_resource(emulator.org_id, name=name, protocol="tcp", proxy_port=port)
+    client.create_target(resource.resourceId, site_id=emulator.site_id, ip="10.0.0.9", port=22)
+    return resource.resourceId
+
+
+def _served(emulator: EmulatorHandle, port: int) -> list[int]:
+    """The resources that Traefik would route on `port`: enabled, with an enabled target."""
+    state = emulator.state()
+    targeted = {t["resourceId"] for t in state["targets"] if t["enabled"]}
+    return [
+        r["resourceId"]
+        for r in state["resources"]
+        if r["proxyPort"] == port and r["enabled"] and r["resourceId"] in targeted
+    ]
+
+
+def test_a_create_that_loses_its_port_deletes_its_resource_having_never_served(
+    provider: PangolinTcpProvider, client: PangolinClient, emulator: EmulatorHandle
+) -> None:
+    port = next_port()
+    older = _make(provider, emulator, "ssh-gateway/c/c-04", port)
+    emulator.reset_counters()
+
+    with pytest.raises(PangolinConflict) as raised:
+        _make(provider, emulator, PREFIX + "a", port)
+
+    message = str(raised.value)
+    assert message.startswith(f"port {port} was claimed by Pangolin resource {older} 'ssh-gateway/c/c-04' first"), (
+        message
+    )
+    assert message.endswith("Run `pulumi up` again: it moves the instance to a free port")
+    assert client.find_resources(emulator.org_id, PREFIX + "a", "tcp") == []
+    assert _served(emulator, port) == [older]
+    # The loser's writes: its create and its delete; no target was ever added.
+    assert writes(emulator.counters()) == {"PUT /v1/org/{orgId}/resource": 1, "DELETE /v1/resource/{resourceId}": 1}
+
+
+def test_an_older_create_still_without_its_target_wins_the_port(
+    provider: PangolinTcpProvider, client: PangolinClient, emulator: EmulatorHandle
+) -> None:
+    # Another run's create, between its two writes: it claimed the port first, so it keeps it.
+    port = next_port()
+    pending = client.create_resource(emulator.org_id, name="ssh-gateway/c/c-05", protocol="tcp", proxy_port=port)
+    with pytest.raises(PangolinConflict):
+        _make(provider, emulator, PREFIX + "a", port)
+    assert client.find_resources(emulator.org_id, PREFIX + "a", "tcp") == []
+    # A disabled resource claims nothing: the create wins over it.
+    client.update_resource(pending.resourceId, enabled=False)
+    mine = _make(provider, emulator, PREFIX + "a", port)
+    assert _served(emulator, port) == [mine]
+
+
+def test_the_port_check_disables_a_younger_resource_serving_anyway_and_names_both_owners(
     provider: PangolinTcpProvider, client: PangolinClient, emulator: EmulatorHandle
 ) -> None:
     port, other_port = next_port(), next_port()
     older = _make(provider, emulator, "ssh-gateway/c/c-04", port)
-    younger = _make(provider, emulator, PREFIX + "a", port)
+    younger = _bind(client, emulator, PREFIX + "a", port)
     _make(provider, emulator, PREFIX + "b", other_port)
     assert emulator.doubly_bound_ports() == {port: [older, younger]}
     check = _port_check(emulator)
@@ -138,11 +195,13 @@ def test_the_port_check_disables_the_younger_resource_and_names_both_owners(
     check.create({**props, "ownerPrefix": "ssh-gateway/c/", "ports": {"c-04": port}})
     assert writes(emulator.counters()) == {}
 
-    # The next run moves the loser; the move enables it again.
+    # The next run moves the loser: a replacement (delete, then create on the new port: a new claim).
     state = {**inputs(emulator, name=PREFIX + "a", proxyPort=port), "resourceId": younger, "targetId": 0}
     moved = next_port()
-    provider.update(str(younger), {**state, "enabled": True}, {**state, "proxyPort": moved})
-    live = client.get_resource(younger)
+    assert provider.diff(str(younger), state, {**state, "proxyPort": moved}).replaces == ["proxyPort"]
+    provider.delete(str(younger), state)
+    replaced = _make(provider, emulator, PREFIX + "a", moved)
+    live = client.get_resource(replaced)
     assert (live.proxyPort, live.enabled) == (moved, True)
     check.update("port-check", props, {**props, "ports": {"a": moved, "b": other_port}})
     assert emulator.doubly_bound_ports() == {}
@@ -153,7 +212,7 @@ def test_the_port_check_covers_the_connect_entry_whose_port_is_not_moved(
 ) -> None:
     port, other_port = next_port(), next_port()
     older = _make(provider, emulator, "team-b/postgres", port)
-    entry = _make(provider, emulator, PREFIX + CONNECT_KEY, port)  # the stack's CONNECT entry, `<prefix>@connect`
+    entry = _bind(client, emulator, PREFIX + CONNECT_KEY, port)  # the stack's CONNECT entry, `<prefix>@connect`
     _make(provider, emulator, PREFIX + "a", other_port)
     props = {
         "apiUrl": emulator.url,

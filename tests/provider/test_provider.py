@@ -28,7 +28,7 @@ def _names(client: PangolinClient, org_id: str) -> dict[str, int]:
     return {r.name: r.resourceId for r in client.list_all_resources(org_id)}
 
 
-def test_create_is_two_writes_and_no_listing(
+def test_create_is_two_writes_and_one_listing_to_claim_the_port(
     provider: PangolinTcpProvider, client: PangolinClient, emulator: EmulatorHandle
 ) -> None:
     props = inputs(emulator)
@@ -39,7 +39,8 @@ def test_create_is_two_writes_and_no_listing(
 
     counters = emulator.counters()
     assert writes(counters) == {"PUT /v1/org/{orgId}/resource": 1, "PUT /v1/resource/{resourceId}/target": 1}
-    assert lists(counters) == {}
+    pages = -(-len(client.list_all_resources(emulator.org_id)) // 100)
+    assert lists(counters) == {"GET /v1/org/{orgId}/resources": pages}
     assert result.outs is not None
     assert result.outs == {
         **props,
@@ -75,7 +76,7 @@ def test_update_in_place(provider: PangolinTcpProvider, client: PangolinClient, 
     olds = provider.create(inputs(emulator)).outs
     assert olds is not None
     resource_id = str(olds["resourceId"])
-    news = {**olds, "proxyPort": next_port(), "name": unique_name("renamed")}
+    news = {**olds, "name": unique_name("renamed")}
     emulator.reset_counters()
 
     outs = provider.update(resource_id, olds, news).outs
@@ -83,7 +84,7 @@ def test_update_in_place(provider: PangolinTcpProvider, client: PangolinClient, 
     assert writes(emulator.counters()) == {"POST /v1/resource/{resourceId}": 1}
     assert outs is not None
     assert (outs["proxyPort"], outs["name"], outs["targetId"]) == (
-        news["proxyPort"],
+        olds["proxyPort"],
         news["name"],
         olds["targetId"],
     )
@@ -97,7 +98,7 @@ def test_update_in_place(provider: PangolinTcpProvider, client: PangolinClient, 
     [target] = client.list_targets(int(resource_id))
     assert (target.ip, target.port) == ("10.9.9.9", 2222)
     live = client.get_resource(int(resource_id))
-    assert (live.name, live.proxyPort) == (news["name"], news["proxyPort"])
+    assert (live.name, live.proxyPort) == (news["name"], olds["proxyPort"])
 
 
 def test_update_recreates_a_target_deleted_out_of_band(
@@ -189,13 +190,14 @@ def test_adopts_a_resource_with_the_right_name(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     props = inputs(emulator)
-    orphan = client.create_resource(emulator.org_id, name=props["name"], protocol="tcp", proxy_port=next_port())
+    # A create killed between its two writes: the resource, on its port, without a target.
+    orphan = client.create_resource(emulator.org_id, name=props["name"], protocol="tcp", proxy_port=props["proxyPort"])
 
     result = provider.create({**props, "adoptResourceId": float(orphan.resourceId)})
 
     assert result.id == str(orphan.resourceId)
     live = client.get_resource(orphan.resourceId)
-    assert live.proxyPort == props["proxyPort"]
+    assert (live.proxyPort, live.enabled) == (props["proxyPort"], True)
     [target] = client.list_targets(orphan.resourceId)
     assert result.outs is not None and result.outs["targetId"] == target.targetId
     assert (target.ip, target.port) == (props["targetIp"], props["targetPort"])
@@ -216,6 +218,26 @@ def test_never_adopts_a_resource_of_another_name_or_protocol_and_creates_its_own
         assert made.id not in (str(stranger.resourceId), str(udp.resourceId))
     assert client.get_resource(stranger.resourceId).proxyPort == stranger.proxyPort  # untouched
     assert client.get_resource(udp.resourceId).proxyPort == udp.proxyPort
+
+
+@pytest.mark.parametrize("moved", ["port", "disabled"])
+def test_a_leftover_on_another_port_or_disabled_is_deleted_and_made_anew(
+    moved: str, provider: PangolinTcpProvider, client: PangolinClient, emulator: EmulatorHandle
+) -> None:
+    # It claims nothing on the wanted port (a new claim is a new resource: its id must be younger than every
+    # resource it could contest with), so it is not moved or enabled in place.
+    props = inputs(emulator)
+    port = next_port() if moved == "port" else props["proxyPort"]
+    leftover = client.create_resource(emulator.org_id, name=props["name"], protocol="tcp", proxy_port=port)
+    if moved == "disabled":
+        client.update_resource(leftover.resourceId, enabled=False)
+
+    made = provider.create({**props, "adoptResourceId": leftover.resourceId})
+
+    assert int(made.id) > leftover.resourceId
+    assert [r.resourceId for r in client.find_resources(emulator.org_id, props["name"], "tcp")] == [int(made.id)]
+    live = client.get_resource(int(made.id))
+    assert (live.proxyPort, live.enabled) == (props["proxyPort"], True)
 
 
 def test_a_hint_whose_resource_is_gone_creates_a_new_one(

@@ -9,7 +9,15 @@ import pytest
 
 from components.program import build
 from ssh_gateway.core import host_identity as hi
-from ssh_gateway.core.names import ALLOCATION_TYPE, HOST_CA_TYPE, HOST_KEY_TYPE, PANGOLIN_TYPE, SECRET_TYPE
+from ssh_gateway.core.names import (
+    ALLOCATION_TYPE,
+    HOST_CA_TYPE,
+    HOST_KEY_ROOT_TYPE,
+    HOST_KEY_TYPE,
+    PANGOLIN_TYPE,
+    SECRET_TYPE,
+    STACK_MARK,
+)
 from ssh_gateway.core.org import OrgView
 from ssh_gateway.core.settings import parse_settings
 from tests.mocks import revealed
@@ -126,7 +134,6 @@ def test_components_parent_their_children(mocks: RecordingMocks) -> None:
     assert sorted(r.name for r in components) == ["gpu-01", "gpu-02", "vm-01"]
     children = [r for r in mocks.registered if r.name.startswith("gpu-01-")]
     assert sorted(r.name for r in children) == [
-        "gpu-01-host-key",
         "gpu-01-host-key-secret",
         "gpu-01-nsg-rule",
         "gpu-01-pangolin",
@@ -137,6 +144,23 @@ def test_components_parent_their_children(mocks: RecordingMocks) -> None:
 # --- host identity ------------------------------------------------------------------------------
 
 
+def _issued(out: dict[str, Any], mocks: RecordingMocks) -> dict[str, hi.HostCertificate]:
+    """Each issued instance's certificate (verified against the signing CA), from its Secret or hostIdentities."""
+    signer = next(e["publicKey"] for e in out["hostCa"] if e["signing"])
+    files = {
+        r.inputs["metadata"]["name"].removeprefix("ssh-").removesuffix("-host-key"): revealed(r.inputs["stringData"])
+        for r in mocks.of_type(SECRET_TYPE)
+    }
+    certificates = {name: f[hi.HOST_CERTIFICATE_FILE] for name, f in files.items()}
+    certificates |= {name: f["certificate"] for name, f in out["hostIdentities"].items()}
+    return {
+        name: hi.verify_host_certificate(
+            c, ca_public_keys=[signer], principal=hi.parse_host_certificate(c).principals[0]
+        )
+        for name, c in certificates.items()
+    }
+
+
 def test_each_instance_gets_a_certified_key_and_service_targets_a_secret(mocks: RecordingMocks) -> None:
     out = run_program(settings())
     (ca,) = mocks.of_type(HOST_CA_TYPE)
@@ -144,18 +168,17 @@ def test_each_instance_gets_a_certified_key_and_service_targets_a_secret(mocks: 
     [ca_entry] = out["hostCa"]
     assert ca_entry["generation"] == 1 and ca_entry["signing"] is True
     assert ca_entry["fingerprint"] == hi.fingerprint(ca_entry["publicKey"])
+    # One host-key root per stack, and no resource per instance: each key is derived from the root.
+    assert [r.name for r in mocks.of_type(HOST_KEY_ROOT_TYPE)] == ["host-key-root"]
+    assert not mocks.of_type(HOST_KEY_TYPE)
 
-    keys = {r.name: r.inputs for r in mocks.of_type(HOST_KEY_TYPE)}
-    assert sorted(keys) == ["gpu-01-host-key", "gpu-02-host-key", "vm-01-host-key"]
-    gpu01 = keys["gpu-01-host-key"]
+    issued = _issued(out, mocks)
+    assert sorted(issued) == ["gpu-01", "gpu-02", "vm-01"]
+    gpu01 = issued["gpu-01"]
     # The public host and the ssh alias; never a port, so a moved port leaves the certificate alone.
-    assert gpu01["principals"] == ["ssh-gpu-01", "ssh-gpu-01.example.com"]
-    assert (gpu01["keyId"], gpu01["validDays"], gpu01["generation"]) == ("ssh-gateway/unit/gpu-01", 365, 1)
-    assert gpu01["caPublicKey"] == ca_entry["publicKey"]
-    # The CA's key reaches each host key only as its 44-character seed, not as the key file.
-    # The CA's key reaches each host key only as a secret 44-character seed, not as the key file.
-    (seed,) = (v for k, v in gpu01["caPrivateKey"].items() if k == "value")
-    assert hi.key_pair_from_private_seed(seed).public_key == ca_entry["publicKey"]
+    assert gpu01.principals == ("ssh-gpu-01", "ssh-gpu-01.example.com")
+    assert gpu01.key_id == "ssh-gateway/unit/gpu-01"
+    assert gpu01.valid_before - gpu01.valid_after == 365 * 86_400 + hi.CLOCK_SKEW_SECONDS
 
     # knownHosts: one CA line for every instance's names on every port.
     assert out["knownHosts"] == (
@@ -167,15 +190,18 @@ def test_each_instance_gets_a_certified_key_and_service_targets_a_secret(mocks: 
     assert sorted(secrets) == ["ssh-gpu-01-host-key", "ssh-gpu-02-host-key"]
     secret = secrets["ssh-gpu-01-host-key"]
     assert secret.name == "gpu-01-host-key-secret" and secret.inputs["type"] == "Opaque"
-    assert secret.inputs["metadata"]["namespace"] == "gpu" and "annotations" not in secret.inputs["metadata"]
+    assert secret.inputs["metadata"]["namespace"] == "gpu"
+    assert list(secret.inputs["metadata"]["annotations"]) == [STACK_MARK]  # the owner's mark, no skip-await
     files = revealed(secret.inputs["stringData"])
     assert sorted(files) == sorted(hi.SECRET_KEYS)
     public = files[hi.HOST_PUBLIC_KEY_FILE].strip()
-    assert hi.public_key_of(files[hi.HOST_KEY_FILE]) == public
-    issued = hi.verify_host_certificate(
-        files[hi.HOST_CERTIFICATE_FILE], ca_public_keys=[ca_entry["publicKey"]], principal="ssh-gpu-01.example.com"
+    assert hi.public_key_of(files[hi.HOST_KEY_FILE]) == public == gpu01.public_key
+    assert (
+        hi.secret_data(
+            private_key=files[hi.HOST_KEY_FILE], public_key=public, certificate=files[hi.HOST_CERTIFICATE_FILE].strip()
+        )
+        == files
     )
-    assert issued.public_key == public
     assert out["hostKeys"]["gpu-01"] == f"ssh-gpu-01.example.com,[ssh-gpu-01.example.com]:* {public}"
 
     # The static instance: no Secret; its identity is in the secret output hostIdentities, for the operator.
@@ -189,6 +215,16 @@ def test_each_instance_gets_a_certified_key_and_service_targets_a_secret(mocks: 
     assert "HostKeyAlias" not in out["sshConfig"]  # every instance has a name of its own
 
 
+def test_a_rerun_derives_the_same_files(mocks: RecordingMocks) -> None:
+    # The same stack (its root and CA kept in state) gives byte-identical Secrets: no update on every `up`.
+    first = run_program(settings())
+    first_secrets = [revealed(r.inputs["stringData"]) for r in mocks.of_type(SECRET_TYPE)]
+    mocks.registered.clear()
+    again = run_program(settings())
+    assert [revealed(r.inputs["stringData"]) for r in mocks.of_type(SECRET_TYPE)] == first_secrets
+    assert again["hostKeys"] == first["hostKeys"]
+
+
 def test_a_shared_host_name_gets_aliases_and_the_ca_line_covers_them(mocks: RecordingMocks) -> None:
     out = run_program(settings(gateway={"hostTemplate": "gw.example.com"}))
     patterns = out["knownHosts"].split()[1]
@@ -198,8 +234,7 @@ def test_a_shared_host_name_gets_aliases_and_the_ca_line_covers_them(mocks: Reco
     assert "    HostKeyAlias ssh-gpu-02\n" in out["sshConfig"]
     # The plain lines are under the alias, which ssh looks the key up by (without a port).
     assert out["hostKeys"]["gpu-02"].startswith("ssh-gpu-02,[ssh-gpu-02]:* ssh-ed25519 ")
-    keys = {r.name: r.inputs["principals"] for r in mocks.of_type(HOST_KEY_TYPE)}
-    assert keys["gpu-02-host-key"] == ["gw.example.com", "ssh-gpu-02"]
+    assert _issued(out, mocks)["gpu-02"].principals == ("gw.example.com", "ssh-gpu-02")
 
 
 def test_a_pinned_host_key_keeps_its_plain_line_and_gets_no_issued_key(mocks: RecordingMocks) -> None:
@@ -209,7 +244,7 @@ def test_a_pinned_host_key_keeps_its_plain_line_and_gets_no_issued_key(mocks: Re
         {"name": "vm-01", "target": "static", "staticHost": "10.1.2.3", "staticPort": 2200, "hostKey": pin},
     ]
     out = run_program(settings(instances=instances))
-    assert [r.name for r in mocks.of_type(HOST_KEY_TYPE)] == ["gpu-01-host-key"]
+    assert sorted(_issued(out, mocks)) == ["gpu-01"]
     ca_line, pinned = out["knownHosts"].splitlines()
     assert ca_line.startswith("@cert-authority ")
     assert pinned == f"ssh-vm-01.example.com,[ssh-vm-01.example.com]:* {pin}"  # every port: survives a move
@@ -225,22 +260,21 @@ def test_a_ca_rotation_publishes_both_and_signs_with_the_chosen_one(mocks: Recor
     assert [line.split()[-3] for line in lines] == ["g1", "g2"]
     signer = {e["generation"]: e for e in out["hostCa"]}
     assert (signer[1]["signing"], signer[2]["signing"]) == (False, True)
-    for key in mocks.of_type(HOST_KEY_TYPE):
-        assert key.inputs["caPublicKey"] == signer[2]["publicKey"] and key.inputs["validDays"] == 30
+    for certificate in _issued(out, mocks).values():
+        assert certificate.ca_public_key == signer[2]["publicKey"]
+        assert certificate.valid_before - certificate.valid_after == 30 * 86_400 + hi.CLOCK_SKEW_SECONDS
 
 
 def test_rotating_one_instance_bumps_only_its_generation(mocks: RecordingMocks) -> None:
+    before = run_program(settings(instances=[{"name": "gpu-01"}, {"name": "gpu-02"}]))["hostKeys"]
     instances = [{"name": "gpu-01"}, {"name": "gpu-02", "hostKeyGeneration": 2}]
-    run_program(settings(instances=instances))
-    assert {r.name: r.inputs["generation"] for r in mocks.of_type(HOST_KEY_TYPE)} == {
-        "gpu-01-host-key": 1,
-        "gpu-02-host-key": 2,
-    }
+    after = run_program(settings(instances=instances))["hostKeys"]
+    assert after["gpu-01"] == before["gpu-01"] and after["gpu-02"] != before["gpu-02"]
 
 
 def test_host_identity_off_issues_nothing(mocks: RecordingMocks) -> None:
     out = run_program(settings(hostIdentity={"enabled": False}))
-    assert not mocks.of_type(HOST_CA_TYPE) and not mocks.of_type(HOST_KEY_TYPE) and not mocks.of_type(SECRET_TYPE)
+    assert not mocks.of_type(HOST_CA_TYPE) and not mocks.of_type(HOST_KEY_ROOT_TYPE) and not mocks.of_type(SECRET_TYPE)
     assert (out["knownHosts"], out["hostKeys"], out["hostCa"], out["hostIdentities"]) == ("", {}, [], {})
     # No line vouches for these instances, so their blocks do not ask for strict checking either.
     assert "StrictHostKeyChecking" not in out["sshConfig"]
@@ -267,11 +301,10 @@ def test_skip_await_annotates_the_secret_like_the_service(mocks: RecordingMocks)
 
 
 def test_the_host_key_does_not_depend_on_port_target_or_routing(mocks: RecordingMocks) -> None:
-    def key_inputs(**instance: Any) -> dict[str, Any]:
+    def key_inputs(**instance: Any) -> str:
         mocks.registered.clear()
-        run_program(settings(instances=[{"name": "gpu-01", **instance}]))
-        (key,) = mocks.of_type(HOST_KEY_TYPE)
-        return {k: v for k, v in key.inputs.items() if k not in ("caPublicKey", "caPrivateKey")}  # a fresh mock CA
+        # The key (the stack's root and CA are kept across runs, as in state).
+        return str(run_program(settings(instances=[{"name": "gpu-01", **instance}]))["hostKeys"]["gpu-01"]).split()[-1]
 
     first = key_inputs()
     assert key_inputs(port=40077) == first

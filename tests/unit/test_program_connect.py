@@ -27,7 +27,7 @@ from ssh_gateway.core.outputs import GatewayKind, Routing, Via, read_outputs
 from ssh_gateway.core.settings import translate
 
 from .conftest import RecordingMocks
-from .test_program import run_program, settings
+from .test_program import _issued, run_program, settings
 
 pytestmark = pytest.mark.unit
 
@@ -91,7 +91,7 @@ def test_connect_instances_get_a_service_and_a_route_and_nothing_public(mocks: R
     rules = {r.inputs["securityRuleName"] for r in mocks.of_type(NSG_RULE_TYPE)}
     assert rules == {"ssh-gateway-gpu-01", "ssh-gateway.connect"}
     children = sorted(r.name for r in mocks.registered if r.name.startswith("gpu-c1"))
-    assert children == ["gpu-c1", "gpu-c1-host-key", "gpu-c1-host-key-secret", "gpu-c1-route", "gpu-c1-service"]
+    assert children == ["gpu-c1", "gpu-c1-host-key-secret", "gpu-c1-route", "gpu-c1-service"]
     assert [r.name for r in mocks.of_type(CONNECT_INSTANCE_TYPE)] == ["gpu-c1", "gpu-c2"]
 
 
@@ -193,10 +193,11 @@ def test_outputs_say_the_routing_and_give_the_connect_ssh_config(mocks: Recordin
 
 
 def test_connect_instances_get_their_host_identity_for_authority_and_alias(mocks: RecordingMocks) -> None:
-    run_program(connect_settings())
-    keys = {r.name: r.inputs for r in mocks.of_type(HOST_KEY_TYPE)}
-    assert sorted(keys["gpu-c1-host-key"]["principals"]) == ["ssh-gpu-c1", "ssh-gpu-c1.gpu.svc.cluster.local"]
-    assert sorted(keys["gpu-01-host-key"]["principals"]) == ["ssh-gpu-01", "ssh-gpu-01.example.com"]
+    out = run_program(connect_settings())
+    assert not mocks.of_type(HOST_KEY_TYPE)  # derived from the stack's root: no resource per instance
+    issued = _issued(out, mocks)
+    assert issued["gpu-c1"].principals == ("ssh-gpu-c1", "ssh-gpu-c1.gpu.svc.cluster.local")
+    assert issued["gpu-01"].principals == ("ssh-gpu-01", "ssh-gpu-01.example.com")
     secrets = {r.inputs["metadata"]["name"]: r.inputs for r in mocks.of_type("kubernetes:core/v1:Secret")}
     assert secrets["ssh-gpu-c1-host-key"]["metadata"]["namespace"] == "gpu"  # next to its Service
 

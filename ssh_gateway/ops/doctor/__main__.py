@@ -21,6 +21,7 @@ from .arguments import add_arguments
 from .diagnose import diagnose
 from .model import endpoints_from_outputs
 from .report import as_json, render
+from .traefik import check_entry_points
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -59,12 +60,21 @@ def run(args: argparse.Namespace) -> int:
         endpoints = [ep for ep in endpoints if ep.instance in args.instance]
     api_url = read_outputs(outputs).pangolin_url or ""
     reports = diagnose(endpoints, api_url=api_url, api_key=_api_key(stack), timeout=args.timeout)
+    gateway = None
+    if args.traefik_api:
+        gateway = check_entry_points(outputs, args.traefik_api, stack=stack.name, timeout=args.timeout)
     elapsed = time.monotonic() - started
     if args.json:
-        print(json.dumps(as_json(reports, stack=stack.name, elapsed=elapsed), indent=2))
+        document = as_json(reports, stack=stack.name, elapsed=elapsed)
+        if gateway is not None:
+            document = {**document, "healthy": document["healthy"] and gateway.ok, "traefik": gateway.as_json()}
+        print(json.dumps(document, indent=2))
     else:
         print(render(reports, stack=stack.name, elapsed=elapsed), end="")
-    return 0 if all(r.broken is None for r in reports) else 1
+        if gateway is not None:
+            print(f"traefik: {'ok' if gateway.ok else 'BROKEN'}: {gateway.detail}")
+    healthy = all(r.broken is None for r in reports) and (gateway is None or gateway.ok)
+    return 0 if healthy else 1
 
 
 def _api_key(stack: auto.Stack) -> str | None:

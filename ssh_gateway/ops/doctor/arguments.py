@@ -21,7 +21,7 @@ def _seconds(text: str) -> float:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """--stack, --json, --timeout and --instance, as the doctor reads them."""
+    """--stack, --json, --timeout, --instance and --traefik-api, as the doctor reads them."""
     parser.add_argument("--stack", required=True, help="the stack whose outputs to check, e.g. local")
     parser.add_argument("--json", action="store_true", help="print the findings as JSON")
     parser.add_argument(
@@ -31,3 +31,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="seconds for all of one instance's checks; instances run in parallel (default: %(default)s)",
     )
     parser.add_argument("--instance", action="append", metavar="NAME", help="check only this instance (repeatable)")
+    parser.add_argument(
+        "--traefik-api",
+        metavar="URL",
+        help="the gateway's Traefik API, e.g. http://127.0.0.1:8080/api: also name each entry point the stack "
+        "needs (gateway.traefikEntryPoints) that Traefik lacks",
+    )

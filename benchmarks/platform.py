@@ -1,0 +1,289 @@
+"""Every row of the platform-scale goals (issue 19) in one run, through the real CLI against the Pangolin emulator.
+
+    .venv/bin/python -m benchmarks.platform            # N = 100 and 1000, 4 shards of 250
+    .venv/bin/python -m benchmarks.platform --quick    # N = 30 and 300, 4 shards of 75 (for development)
+
+Every `up` goes the way the platform runs it: `ssh-gateway up`'s choice (`ssh_gateway.ops.up.first_up_env`),
+so a first `up` writes its checkpoint once, at the end, and every later one (the +1) after each step.
+`--checkpoints` adds, for comparison, first `up`s of both sizes that write every step's checkpoint (what a
+plain `pulumi up` does). Ratios are taken within the run. Static instances, host identity on (the default).
+
+- first `up` of the large N vs of the small N, one stack each;
+- one more instance on a stack of each size: the median of `--plus` `up`s at the small N, one at the large;
+- state bytes per instance: the slope of the compact checkpoint between 10 and 20 instances
+  (`benchmarks.state_parts`, so the stack's fixed resources drop out);
+- the large N as 4 shards at once, each its own `ssh-gateway up` process against one emulator, wall until
+  the last ends, vs the first `up` of the small N;
+- kill -9 at 3 points of a first `up`, then recover and `up`: not measured here yet.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from pangolin_emulator.harness import EmulatorHandle, running_emulator
+from ssh_gateway.ops.up import first_up_env
+from ssh_gateway.plumbing.toolchain import REPO, pulumi_env
+
+from . import state_parts
+from .stacks import FIRST_PORT, Bench, Clock, Options, clocked, instance_names, open_program, program_config
+
+
+def log(message: str) -> None:
+    print(f"... {message}", file=sys.stderr, flush=True)
+
+
+@contextmanager
+def emulator(tmp: Path, name: str) -> Iterator[EmulatorHandle]:
+    with running_emulator(tmp / name) as handle:
+        yield handle
+
+
+def _decided(bench: Bench) -> Bench:
+    """The stack with the environment `ssh-gateway up` would give its next `up`."""
+    exported = bench.stack.export_stack()
+    workspace = bench.stack.workspace
+    workspace.env_vars = {**workspace.env_vars, **first_up_env({"deployment": exported.deployment})}
+    return bench
+
+
+@dataclass(frozen=True)
+class Size:
+    """One stack of N instances: its first `up`, then +1s."""
+
+    count: int
+    first_up: Clock
+    plus_one: Clock
+    skipped_checkpoints: bool
+    state_bytes: int
+    plus_ones: int
+
+
+def size_timing(tmp: Path, count: int, plus: int) -> Size:
+    log(f"N={count}: first up as `ssh-gateway up` runs it, then {plus} x +1")
+    name = f"bench-platform-{count}"
+    with emulator(tmp, name) as emu:
+        bench = _decided(open_program(name, emu, program_config(emu, instance_names(count))))
+        skipped = bench.stack.workspace.env_vars.get("PULUMI_SKIP_CHECKPOINTS") == "true"
+        try:
+            first = bench.timed_up()
+            size = bench.state_bytes()
+            clocks = []
+            for extra in range(1, plus + 1):
+                # The stack file rewritten with one more instance, as a person (or `instances add`) does.
+                # The same range as the first `up` (twice the instances), so only the new instance changes.
+                ports = (FIRST_PORT, FIRST_PORT + max(2 * count, 20) - 1)
+                grown = program_config(emu, instance_names(count + extra), ports=ports)
+                more = _decided(open_program(name, emu, grown))
+                clocks.append(more.timed_up())
+            plus_one = Clock(
+                wall=statistics.median(c.wall for c in clocks), cpu=statistics.median(c.cpu for c in clocks)
+            )
+            return Size(count, first, plus_one, skipped, size, plus)
+        finally:
+            bench.discard()
+
+
+def checkpointed_up(tmp: Path, count: int) -> Clock:
+    """A first `up` that writes every step's checkpoint (a plain `pulumi up`), for comparison."""
+    log(f"N={count}: first up with a checkpoint after every step (plain pulumi up)")
+    name = f"bench-platform-plain-{count}"
+    with emulator(tmp, name) as emu:
+        bench = open_program(name, emu, program_config(emu, instance_names(count)), Options())
+        try:
+            return bench.timed_up()
+        finally:
+            bench.discard()
+
+
+@dataclass(frozen=True)
+class Shards:
+    clock: Clock
+    slowest: float
+    ports_bound_twice: int
+    backend: str
+
+
+@contextmanager
+def shared_backend(tmp: Path) -> Iterator[tuple[str, dict[str, str]]]:
+    """Azure Blob through Azurite (`ssh_gateway.local.azurite`) when the bootstrap installed it, else the file
+    backend: (its name, the environment that points pulumi at it)."""
+    try:
+        from ssh_gateway.local.azurite import running_azurite
+        from ssh_gateway.plumbing.toolchain import ToolchainMissing, toolchain_binary
+
+        toolchain_binary("SSH_GATEWAY_AZURITE_BLOB")
+    except (ImportError, ToolchainMissing) as exc:
+        log(f"no Azurite ({exc}): the shards run on the file backend")
+        yield "file", {}
+        return
+    with running_azurite(tmp / "azurite") as azurite:
+        yield "Azurite (Azure Blob)", azurite.env()
+
+
+def shards_timing(tmp: Path, total: int, shards: int) -> Shards:
+    """`total` instances as `shards` stacks of one emulator, each with its own port sub-range and names, each
+    `up` by its own `ssh-gateway up` process on the shared backend, all started at once; the wall time until
+    the last one ends."""
+    per_shard = total // shards
+    log(f"{shards} shards of {per_shard}: one `ssh-gateway up` process each, at once")
+    with emulator(tmp, "shards") as emu, shared_backend(tmp) as (backend, backend_env):
+        benches = []
+        for k in range(shards):
+            first = FIRST_PORT + k * 2 * per_shard
+            config = program_config(
+                emu, instance_names(per_shard, k * per_shard), ports=(first, first + 2 * per_shard - 1)
+            )
+            benches.append(open_program(f"bench-platform-shard-{k}", emu, config, Options(env=backend_env)))
+        try:
+            durations: list[float] = []
+
+            def all_at_once() -> None:
+                started = time.perf_counter()
+                # Each process's output to a file: pipes read one after the other could fill and stall a shard.
+                logs = [tmp / f"shard-{k}.log" for k in range(len(benches))]
+                processes = [
+                    subprocess.Popen(  # noqa: S603 - this interpreter, the project's own module
+                        [sys.executable, "-m", "ssh_gateway.ops.up", "--ambient", "--stack", bench.stack.name],
+                        cwd=REPO,
+                        env={**pulumi_env(), **backend_env},
+                        stdout=log.open("w"),
+                        stderr=subprocess.STDOUT,
+                    )
+                    for bench, log in zip(benches, logs, strict=True)
+                ]
+                failures = []
+                for process, log in zip(processes, logs, strict=True):
+                    process.wait()
+                    durations.append(time.perf_counter() - started)
+                    if process.returncode != 0:
+                        failures.append(log.read_text().strip().splitlines()[-5:])
+                if failures:
+                    raise RuntimeError(f"{len(failures)} shard(s) failed: {failures}")
+
+            clock = clocked(all_at_once)
+            return Shards(clock, max(durations), len(emu.doubly_bound_ports()), backend)
+        finally:
+            for bench in benches:
+                bench.discard()
+
+
+def state_per_instance() -> float:
+    log("state bytes per instance: first ups of 10 and 20 (untimed)")
+    return state_parts.measure_program("host identity on", {}, 10)["total"]
+
+
+# --- the report ---------------------------------------------------------------------------------------------
+
+
+def _x(value: float) -> str:
+    return f"{value:.1f}x"
+
+
+def _ratio(a: Clock, b: Clock) -> str:
+    return f"**{_x(a.wall / b.wall)}** (CPU {_x(a.cpu / b.cpu)})"
+
+
+def report(results: dict[str, Any], shards: int) -> str:
+    small: Size = results["small"]
+    large: Size = results["large"]
+    sharded: Shards = results["shards"]
+    plain = results.get("checkpointed")
+    plain_note = ""
+    if plain:
+        plain_small, plain_large = plain
+        plain_note = (
+            f"; with every step's checkpoint {_ratio(plain_large, plain_small)} "
+            f"({plain_large.wall:.0f} s against {large.first_up.wall:.0f} s)"
+        )
+    rows = [
+        (
+            f"first `up` of {large.count} vs first `up` of {small.count}, one stack",
+            f"{_ratio(large.first_up, small.first_up)}{plain_note}",
+            "≤ 12x",
+        ),
+        (
+            f"one more instance on a stack of {large.count} vs on a stack of {small.count}",
+            f"{_ratio(large.plus_one, small.plus_one)} ({large.plus_one.wall:.1f} s / {small.plus_one.wall:.1f} s)",
+            "≤ 3x",
+        ),
+        (
+            "state bytes per instance (static instances, host identity on)",
+            f"**{results['state_per_instance']:.0f}**",
+            "≤ 2500",
+        ),
+        (
+            f"{large.count} as {shards} shards of {large.count // shards}, concurrent, separate processes, "
+            f"{sharded.backend} backend, wall vs `up` of {small.count}",
+            f"{_ratio(sharded.clock, small.first_up)}; {sharded.ports_bound_twice} ports bound twice",
+            "≤ 8x",
+        ),
+        (
+            "kill -9 during a first `up` at 3 points → `recover`, `up`",
+            results.get("kill", "not yet measured"),
+            "0 orphans, twins, pending, ports bound twice; preview clean",
+        ),
+    ]
+    lines = ["| figure | measured | goal |", "|---|---|---|"]
+    lines += [f"| {a} | {b} | {c} |" for a, b, c in rows]
+    lines += ["", "| operation | wall s | CPU s |", "|---|---|---|"]
+
+    def row(label: str, clock: Clock) -> None:
+        lines.append(f"| {label} | {clock.wall:.1f} | {clock.cpu:.1f} |")
+
+    for size in (small, large):
+        how = "checkpoint once, at the end" if size.skipped_checkpoints else "a checkpoint after every step"
+        row(f"N={size.count}: first `up` ({how}; state {size.state_bytes / 1e6:.2f} MB)", size.first_up)
+        row(f"N={size.count}: +1 (median of {size.plus_ones})", size.plus_one)
+    if plain:
+        for count, clock in zip((small.count, large.count), plain, strict=True):
+            row(f"N={count}: first `up`, a checkpoint after every step", clock)
+    row(
+        f"{shards} shards of {large.count // shards} at once (slowest {sharded.slowest:.1f} s)",
+        sharded.clock,
+    )
+    return "\n".join(lines)
+
+
+def _plain(value: Any) -> Any:
+    return asdict(value)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="N = 30 and 300 instead of 100 and 1000")
+    parser.add_argument("--shards", type=int, default=4)
+    parser.add_argument("--plus", type=int, default=3, help="+1 `up`s at the small N (their median)")
+    parser.add_argument("--checkpoints", action="store_true", help="also first `up`s with every checkpoint")
+    parser.add_argument("--json", type=Path, help="also write the raw figures to this file")
+    args = parser.parse_args()
+    small, large = (30, 300) if args.quick else (100, 1000)
+    started = time.perf_counter()
+    results: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as tmp_name:
+        tmp = Path(tmp_name)
+        results["state_per_instance"] = state_per_instance()
+        results["small"] = size_timing(tmp, small, args.plus)
+        results["large"] = size_timing(tmp, large, 1)
+        if args.checkpoints:
+            results["checkpointed"] = (checkpointed_up(tmp, small), checkpointed_up(tmp, large))
+        results["shards"] = shards_timing(tmp, large, args.shards)
+    print(report(results, args.shards))
+    print(f"\n(run took {time.perf_counter() - started:.0f} s)")
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=2, default=_plain))
+
+
+if __name__ == "__main__":
+    main()

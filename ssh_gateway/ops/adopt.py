@@ -1,0 +1,395 @@
+"""Adopt, by `pulumi import`, the objects a lost run made and no state holds: Services, Secrets and NSG rules.
+
+A killed `up` leaves such objects in two ways. With checkpoints, each create it began but never finished is a
+pending operation, whose object may or may not exist. With `PULUMI_SKIP_CHECKPOINTS` (a large first `up`
+writes its checkpoint once, at the end), nothing at all: every object the run made is unknown to the state.
+The real providers refuse to create what exists - pulumi-azure-native checks before each PUT (`cannot create
+already existing resource`), pulumi-kubernetes from v4.29 without `upsertExistingObjects` answers
+`AlreadyExists` - so the next `up` cannot just make them again.
+
+Both cases look the same from the program: its preview plans a create for a resource whose object exists.
+So `adopt`:
+
+1. previews the stack (`pulumi preview --json`) and takes the planned creates of the adoptable types;
+2. reads each object by its deterministic id (`<namespace>/<name>`, or the NSG rule's ARM id) through its
+   provider (`provider_probe`): absent objects are left to the next `up` to create, and one absent object
+   must not fail the batch, which `pulumi import` would;
+3. keeps the objects that carry this stack's mark (`STACK_MARK` annotation on a Kubernetes object, the
+   `[stack <project>/<stack>]` end of an NSG rule's description): an object of that name without it is
+   someone else's, never adopted by its name alone (reported as `foreign`);
+4. imports those in one `pulumi import --file`, each under the URN, parent and provider the program gives it,
+   unprotected; parents and providers the state lacks (after a run without checkpoints: all) are first put
+   into the state as the program registers them.
+
+The next `up` then updates what differs instead of creating. Pangolin resources need none of this: their
+provider adopts a resource of the same name on create.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import tempfile
+import uuid
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final, Literal
+
+from ssh_gateway.core.names import (
+    ALLOCATION_TYPE,
+    HOST_CA_TYPE,
+    HOST_KEY_ROOT_TYPE,
+    HOST_KEY_TYPE,
+    INSTANCE_TYPES,
+    NSG_RULE_TYPE,
+    PANGOLIN_TYPE,
+    PORT_CHECK_TYPE,
+    SECRET_TYPE,
+    SERVICE_TYPE,
+    STACK_MARK,
+    STACK_TYPE,
+    stack_mark,
+    stack_marked,
+)
+
+from .provider_probe import ProbeError, provider_probe
+
+__all__ = [
+    "ADOPTABLE_TYPES",
+    "RECOVERABLE_TYPES",
+    "AdoptError",
+    "Adoption",
+    "adopt",
+    "planned_creates",
+    "skip_checkpoints_is_recoverable",
+]
+
+ADOPTABLE_TYPES: Final = (SERVICE_TYPE, SECRET_TYPE, NSG_RULE_TYPE)
+"""What a lost run can leave behind that its provider refuses to create again."""
+
+# Pulumi's marker of a secret value in a deployment (a signature, not a password).
+RECOVERABLE_TYPES: Final = frozenset(
+    {
+        *ADOPTABLE_TYPES,
+        PANGOLIN_TYPE,  # adopted by name by its own provider's create
+        ALLOCATION_TYPE,  # rebuilt from the ports the Pangolin resources bind (providers/port_allocation)
+        PORT_CHECK_TYPE,  # a check: data only
+        HOST_CA_TYPE,  # generated again; nothing was published from the lost run (its outputs were never saved)
+        HOST_KEY_TYPE,  # issued again; the adopted Secret is updated with it
+        HOST_KEY_ROOT_TYPE,  # made again, and every key derived from it
+        *INSTANCE_TYPES,
+        STACK_TYPE,
+    }
+)
+"""The resource types whose creates a lost run may leave made but unknown, and `recover` + `up` then heal."""
+
+
+def skip_checkpoints_is_recoverable(planned_types: Iterable[str], *, stack_has_resources: bool) -> bool:
+    """Whether an `up` may run with `PULUMI_SKIP_CHECKPOINTS=true` and stay safe: if it is killed, `recover`
+    then `up` leave no orphan, twin or pending operation and keep the ports of what was made.
+
+    True for a first `up` (the stack holds no resources yet: a lost run then loses only creates) whose planned
+    creates (`planned_types`, e.g. the types of a preview's create steps) are all of `RECOVERABLE_TYPES` or
+    providers. Never for a stack that holds resources: a lost run would lose its updates and deletes too.
+    """
+    if stack_has_resources:
+        return False
+    return all(t in RECOVERABLE_TYPES or t.startswith("pulumi:providers:") for t in planned_types)
+
+
+_SECRET_SIG_KEY: Final = "4dabf18193072939515e22adb298388d"  # noqa: S105
+_SECRET_SIG: Final = "1b47061264138c4ac30d75fd1eb44270"  # noqa: S105
+
+Outcome = Literal["adopted", "absent", "foreign"]
+
+
+class AdoptError(Exception):
+    """A step failed (the preview, a provider, the import); nothing was imported, the message says why."""
+
+
+@dataclass(frozen=True)
+class Planned:
+    """A resource the preview plans, as the engine would register it."""
+
+    urn: str
+    type: str
+    op: str
+    parent: str | None
+    provider: str | None
+    """The provider reference, `<provider urn>::<id>`."""
+    inputs: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class Adoption:
+    """What `adopt` found for one planned create."""
+
+    urn: str
+    type: str
+    object_id: str
+    outcome: Outcome
+
+
+def planned_creates(preview: Mapping[str, Any]) -> dict[str, Planned]:
+    """Every resource of `pulumi preview --json`'s steps by URN (creates and the rest)."""
+    planned: dict[str, Planned] = {}
+    for step in preview.get("steps") or []:
+        state = step.get("newState") or step.get("oldState") or {}
+        urn = str(step.get("urn") or state.get("urn") or "")
+        if not urn:
+            continue
+        planned[urn] = Planned(
+            urn=urn,
+            type=str(state.get("type") or urn.split("::")[2].rsplit("$", 1)[-1]),
+            op=str(step.get("op") or ""),
+            parent=state.get("parent") or None,
+            provider=state.get("provider") or None,
+            inputs=dict(state.get("inputs") or {}),
+        )
+    return planned
+
+
+def adopt(stack: str, project: str, work_dir: Path, env: Mapping[str, str]) -> list[Adoption]:
+    """Import every planned create of an adoptable type whose object exists with this stack's mark."""
+    planned = planned_creates(_preview(stack, work_dir, env))
+    creates = [p for p in planned.values() if p.op == "create" and p.type in ADOPTABLE_TYPES]
+    if not creates:
+        return []
+    mark = stack_mark(project, stack)
+    found: list[Adoption] = []
+    by_provider: dict[str, list[Planned]] = {}
+    for resource in creates:
+        by_provider.setdefault(_provider_urn(resource), []).append(resource)
+    for provider_urn, resources in by_provider.items():
+        package = provider_urn.split("::")[2].removeprefix("pulumi:providers:")
+        config = _provider_config(planned.get(provider_urn), package, stack, work_dir, env)
+        try:
+            with provider_probe(package, _version(config), config, env) as probe:
+                for resource in resources:
+                    object_id = _object_id(resource, config)
+                    live = probe.read(resource.urn, object_id)
+                    outcome: Outcome = "absent" if live is None else "adopted" if _marked(live, mark) else "foreign"
+                    found.append(Adoption(resource.urn, resource.type, object_id, outcome))
+        except ProbeError as exc:
+            raise AdoptError(str(exc)) from None
+    adopted = {a.urn: a.object_id for a in found if a.outcome == "adopted"}
+    if adopted:
+        missing = _missing_ancestors(planned, adopted)
+        if missing:
+            _scaffold(stack, work_dir, env, missing)
+        _import(stack, work_dir, env, _import_file(planned, adopted))
+    return found
+
+
+# --- ids and marks -----------------------------------------------------------------------------------------------
+
+
+def _object_id(resource: Planned, provider_config: Mapping[str, Any]) -> str:
+    """The deterministic id the provider imports the object by."""
+    inputs = resource.inputs
+    if resource.type == NSG_RULE_TYPE:
+        subscription = provider_config.get("subscriptionId")
+        if not subscription:
+            raise AdoptError(
+                "cannot name the NSG rules' ARM ids: the azure-native provider has no subscriptionId "
+                "(set `pulumi config set azure-native:subscriptionId <id>`)"
+            )
+        return (
+            f"/subscriptions/{subscription}/resourceGroups/{inputs['resourceGroupName']}/providers/"
+            f"Microsoft.Network/networkSecurityGroups/{inputs['networkSecurityGroupName']}/securityRules/"
+            f"{inputs['securityRuleName']}"
+        )
+    metadata = inputs.get("metadata") or {}
+    namespace = metadata.get("namespace") or provider_config.get("namespace") or "default"
+    return f"{namespace}/{metadata['name']}"
+
+
+def _marked(live: Mapping[str, Any], mark: str) -> bool:
+    """Whether a live object carries this stack's mark (see `ssh_gateway.core.names.STACK_MARK`)."""
+    annotations = (live.get("metadata") or {}).get("annotations") or {}
+    if annotations.get(STACK_MARK) == mark:
+        return True
+    project, _, stack = mark.partition("/")
+    return str(live.get("description") or "").endswith(stack_marked("", project, stack))
+
+
+# --- the preview, the providers' config, the import --------------------------------------------------------------
+
+
+def _preview(stack: str, work_dir: Path, env: Mapping[str, str]) -> dict[str, Any]:
+    # Secrets shown, in this process only: a provider's inputs (a kubeconfig) may be secret.
+    done = _run(["preview", "--json", "--show-secrets", "--stack", stack], work_dir, env)
+    try:
+        return dict(json.loads(done))
+    except ValueError:
+        raise AdoptError("`pulumi preview --json` printed no JSON") from None
+
+
+def _provider_urn(resource: Planned) -> str:
+    reference = resource.provider or ""
+    urn = reference.rpartition("::")[0]
+    if not urn:
+        raise AdoptError(f"{resource.urn} has no provider in the preview")
+    return urn
+
+
+def _provider_config(
+    provider: Planned | None, package: str, stack: str, work_dir: Path, env: Mapping[str, str]
+) -> dict[str, Any]:
+    """The provider's inputs as the preview plans them; for a default provider, the stack's `<package>:*` config."""
+    if provider is not None and provider.inputs:
+        return {k: v for k, v in provider.inputs.items() if not k.startswith("__")}
+    shown = json.loads(_run(["config", "--show-secrets", "--json", "--stack", stack], work_dir, env) or "{}")
+    prefix = f"{package}:"
+    return {
+        key.removeprefix(prefix): value.get("value")
+        for key, value in shown.items()
+        if key.startswith(prefix) and isinstance(value, dict)
+    }
+
+
+def _version(config: Mapping[str, Any]) -> str | None:
+    version = config.get("version")
+    return str(version) if version else None
+
+
+def _import_file(planned: Mapping[str, Planned], adopted: Mapping[str, str]) -> dict[str, Any]:
+    """The `pulumi import --file` document: each adopted object under its URN's name, parent and provider (each
+    named in the name table; `_scaffold` has put them into the state)."""
+    name_table: dict[str, str] = {}
+    keys: dict[str, str] = {}
+
+    def reference(urn: str | None) -> str | None:
+        if urn is None or urn.split("::")[2] == STACK_TYPE:
+            return None  # the root stack: the import's default parent
+        if urn not in keys:
+            keys[urn] = f"r{len(keys)}"
+            name_table[keys[urn]] = urn
+        return keys[urn]
+
+    resources = []
+    for number, (urn, object_id) in enumerate(adopted.items()):
+        resource = planned[urn]
+        entry = {
+            "type": resource.type,
+            "name": f"o{number}",
+            "logicalName": urn.rsplit("::", 1)[-1],
+            "id": object_id,
+            "parent": reference(resource.parent),
+            "provider": _provider_reference(planned, _provider_urn(resource), reference),
+            "version": _default_version(planned, _provider_urn(resource)),
+        }
+        resources.append({k: v for k, v in entry.items() if v is not None})
+    return {"nameTable": name_table, "resources": resources}
+
+
+def _provider_reference(
+    planned: Mapping[str, Planned], provider_urn: str, reference: Callable[[str | None], str | None]
+) -> str | None:
+    # A default provider the preview does not show is in no state yet: left out, the import makes it.
+    if provider_urn not in planned and provider_urn.rsplit("::", 1)[-1].startswith("default"):
+        return None
+    return reference(provider_urn)
+
+
+def _default_version(planned: Mapping[str, Planned], provider_urn: str) -> str | None:
+    # The default provider an import makes must be the program's, `default_<version>`: a provider of another
+    # URN would make the next `up` move the object to the program's one.
+    name = provider_urn.rsplit("::", 1)[-1]
+    if provider_urn in planned or not name.startswith("default_"):
+        return None
+    return name.removeprefix("default_").replace("_", ".", 2)
+
+
+def _missing_ancestors(planned: Mapping[str, Planned], adopted: Iterable[str]) -> list[Planned]:
+    """The parents (up to the root stack) and providers of the adopted objects that the state lacks: all of them
+    after a killed first `up` without checkpoints. Parents first, so the state stays in dependency order."""
+    missing: dict[str, Planned] = {}
+
+    def visit(urn: str | None) -> None:
+        resource = planned.get(urn or "")
+        if resource is None or resource.op != "create" or resource.urn in missing:
+            return
+        visit(resource.parent)
+        missing[resource.urn] = resource
+
+    for urn in adopted:
+        visit(planned[urn].parent)
+        visit(_provider_urn(planned[urn]))
+    return list(missing.values())
+
+
+def _scaffold(stack: str, work_dir: Path, env: Mapping[str, str], missing: list[Planned]) -> None:
+    """Put the root stack, the components and the providers the imports need into the state, as the program
+    registers them. An import names its parent and provider, which must be in the state already; a component
+    is only its URN and parent, a provider its inputs (kept secret: a kubeconfig may be one) and an id."""
+    with tempfile.TemporaryDirectory(prefix="ssh-gateway-adopt-") as scratch:
+        path = Path(scratch) / "deployment.json"
+        _run(["stack", "export", "--stack", stack, "--file", str(path)], work_dir, env)
+        document = json.loads(path.read_text())
+        deployment = document["deployment"]
+        resources: list[dict[str, Any]] = list(deployment.get("resources") or [])
+        held = {r["urn"] for r in resources}
+        for resource in missing:
+            if resource.urn in held:
+                continue
+            entry: dict[str, Any] = {"urn": resource.urn, "custom": False, "type": resource.type}
+            if resource.parent:
+                entry["parent"] = resource.parent
+            if resource.type.startswith("pulumi:providers:"):
+                inputs = {k: v if k == "version" else _secret(v) for k, v in resource.inputs.items()}
+                entry |= {"custom": True, "id": str(uuid.uuid4()), "inputs": inputs, "outputs": inputs}
+            resources.append(entry)
+        deployment["resources"] = resources
+        path.write_text(json.dumps(document))
+        _run(["stack", "import", "--stack", stack, "--file", str(path)], work_dir, env)
+
+
+def _secret(value: Any) -> Any:
+    # The form `pulumi stack import` encrypts with the stack's secrets provider.
+    if value is None:
+        return None
+    return {_SECRET_SIG_KEY: _SECRET_SIG, "plaintext": json.dumps(value)}
+
+
+def _import(stack: str, work_dir: Path, env: Mapping[str, str], document: Mapping[str, Any]) -> None:
+    with tempfile.TemporaryDirectory(prefix="ssh-gateway-adopt-") as scratch:
+        path = Path(scratch) / "import.json"
+        path.write_text(json.dumps(document))
+        _run(
+            [
+                "import",
+                "--file",
+                str(path),
+                "--stack",
+                stack,
+                "--yes",
+                "--skip-preview",
+                "--protect=false",
+                "--generate-code=false",
+            ],
+            work_dir,
+            env,
+        )
+
+
+def _run(args: Iterable[str], work_dir: Path, env: Mapping[str, str]) -> str:
+    argv = ["pulumi", *args, "--non-interactive"]
+    # The pinned CLI, found on the toolchain's PATH (`env`), as every tool of this project runs it.
+    done = subprocess.run(argv, cwd=work_dir, env=dict(env), capture_output=True, text=True, check=False)  # noqa: S603
+    if done.returncode != 0:
+        raise AdoptError(f"`pulumi {' '.join(argv[1:3])}` failed: {_errors(done.stdout, done.stderr)}")
+    return done.stdout
+
+
+def _errors(stdout: str, stderr: str) -> str:
+    """The error lines of a failed command: the diagnostics of a `--json` run, else its stderr's last lines."""
+    try:
+        diagnostics = json.loads(stdout).get("diagnostics") or []
+        lines = [str(d.get("message", "")).strip() for d in diagnostics if d.get("severity") == "error"]
+    except (ValueError, AttributeError):
+        lines = []
+    lines = [line for line in lines if line and line != "error: preview failed"]
+    lines = lines or [line for line in stderr.strip().splitlines() if line.strip()][-3:] or ["no output"]
+    return " ".join(lines)[:600]

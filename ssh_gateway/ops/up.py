@@ -1,0 +1,151 @@
+"""`ssh-gateway up --stack S`: `pulumi up`, with the checkpoint written once at the end when the stack is new.
+
+The file backend (and Azure Blob, S3) rewrites the whole checkpoint after every step, several times per
+instance, so a first `up` of N instances writes ~7N checkpoints of up to N instances each: quadratic
+(docs/scaling.md). `PULUMI_SKIP_CHECKPOINTS=true` writes it once, at the end: a first `up` of 1000 in about
+a minute instead of a quarter of an hour. Its price is that a run that dies leaves the stack without a record
+of what it made. This command takes that price only where it is paid back by `ssh-gateway recover`: on a
+**first** `up` (the state holds no resource yet), whose every create is adoptable — a Pangolin resource by its
+name, the rest by recover's import. Every later `up` (the daily change: a few creates, updates and deletes on
+a stack that exists) keeps the engine's checkpoints, so a killed one loses nothing.
+
+When a run dies either way, the path is the same: `ssh-gateway recover --stack S`, then `ssh-gateway up
+--stack S` again.
+
+Exit codes: pulumi's own (0 the update succeeded, else it failed), or 2 when it cannot run (no toolchain, no
+such stack).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, Final
+
+from ssh_gateway.plumbing.toolchain import REPO, ToolchainMissing, pulumi_env
+
+__all__ = ["SKIP_CHECKPOINTS", "first_up_env", "holds_resources", "main", "register"]
+
+SKIP_CHECKPOINTS: Final = {"PULUMI_SKIP_CHECKPOINTS": "true"}
+"""What a first `up` adds to pulumi's environment."""
+
+CANNOT_RUN: Final = 2
+
+# Records that every stack holds besides what the program makes: the stack itself and the default providers.
+_NOT_MADE: Final = ("pulumi:pulumi:Stack", "pulumi:providers:")
+
+
+def holds_resources(deployment: Mapping[str, Any]) -> bool:
+    """Whether a `pulumi stack export` holds anything the program made (or began to make: a pending create)."""
+    inner = deployment.get("deployment") or {}
+    made = [r for r in inner.get("resources") or [] if not str(r.get("type", "")).startswith(_NOT_MADE)]
+    return bool(made or inner.get("pending_operations"))
+
+
+def first_up_env(deployment: Mapping[str, Any]) -> dict[str, str]:
+    """The environment an `up` of this exported stack adds: `SKIP_CHECKPOINTS` on a first `up`, else nothing."""
+    return {} if holds_resources(deployment) else dict(SKIP_CHECKPOINTS)
+
+
+def _export(stack: str, work_dir: Path, env: Mapping[str, str]) -> dict[str, Any]:
+    done = subprocess.run(  # noqa: S603 - the pinned CLI on the toolchain's PATH, with an argv list
+        ["pulumi", "stack", "export", "--stack", stack, "--non-interactive"],  # noqa: S607
+        cwd=work_dir,
+        env=dict(env),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        detail = " ".join(done.stderr.strip().splitlines()[-2:])
+        raise LookupError(f"`pulumi stack export --stack {stack}` failed: {detail}")
+    exported: dict[str, Any] = json.loads(done.stdout or "{}")
+    return exported
+
+
+def up(stack: str, extra: Sequence[str] = (), *, ambient: bool = False, work_dir: Path = REPO) -> int:
+    """`pulumi up --yes --stack STACK [extra]`, checkpoints skipped on a first `up`; pulumi's exit code.
+    `ambient`: the pulumi on PATH with the environment's backend and secrets (CI), not the offline toolchain."""
+    env = dict(os.environ) if ambient else pulumi_env()
+    added = first_up_env(_export(stack, work_dir, env))
+    if added:
+        print(
+            f"up {stack}: a first up; the checkpoint is written once, at the end (PULUMI_SKIP_CHECKPOINTS). "
+            f"If it dies: ssh-gateway recover --stack {stack}, then ssh-gateway up --stack {stack}",
+            file=sys.stderr,
+        )
+    argv = ["pulumi", "up", "--yes", "--stack", stack, "--non-interactive", *extra]
+    done = subprocess.run(argv, cwd=work_dir, env={**env, **added}, check=False)  # noqa: S603
+    if done.returncode != 0:
+        print(
+            f"up {stack}: pulumi up exited {done.returncode}. If it was interrupted (killed, a runner lost): "
+            f"ssh-gateway recover --stack {stack}, then ssh-gateway up --stack {stack}",
+            file=sys.stderr,
+        )
+    return done.returncode
+
+
+def _add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--stack", required=True, help="the stack to update")
+    parser.add_argument(
+        "--ambient",
+        action="store_true",
+        help="the pulumi on PATH with the environment's backend and secrets (CI), not the offline toolchain",
+    )
+    parser.add_argument("extra", nargs=argparse.REMAINDER, help="more `pulumi up` arguments, after `--`")
+
+
+def _run(args: argparse.Namespace) -> int:
+    extra = [a for a in args.extra if a != "--"]
+    try:
+        return up(str(args.stack), extra, ambient=bool(args.ambient))
+    except (ToolchainMissing, LookupError) as exc:
+        print(f"up: {exc}", file=sys.stderr)
+        return CANNOT_RUN
+
+
+_DESCRIPTION: Final = (
+    "`pulumi up --yes` of a stack. On a first up (nothing in state yet) the checkpoint is written once, at the "
+    "end, instead of after every step (PULUMI_SKIP_CHECKPOINTS): linear instead of quadratic in the instances. "
+    "If a run dies: `ssh-gateway recover`, then `ssh-gateway up` again."
+)
+_EPILOG: Final = (
+    "examples:\n  ssh-gateway up --stack dev\n  ssh-gateway up --ambient --stack prod-a   # CI: its backend, its CLI\n"
+    "  ssh-gateway up --stack dev -- --parallel 16\n\n"
+    "exit codes:\n  0  the update succeeded\n  2  cannot run: no toolchain, no such stack\n"
+    "  *  pulumi up failed with that code (recover, then up again, if it was interrupted)"
+)
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Add `up` to a CLI's subcommands; its handler is the parser default `run(args) -> exit code`."""
+    parser = commands.add_parser(
+        "up",
+        help="pulumi up; a first up writes its checkpoint once, at the end",
+        description=_DESCRIPTION,
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _add_arguments(parser)
+    parser.set_defaults(run=_run)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m ssh_gateway.ops.up`; returns the exit code."""
+    parser = argparse.ArgumentParser(
+        prog="python -m ssh_gateway.ops.up",
+        description=_DESCRIPTION,
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    _add_arguments(parser)
+    return _run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -53,8 +53,6 @@ from ssh_gateway.core.names import (
     stack_marked,
 )
 
-from .provider_probe import ProbeError, provider_probe
-
 __all__ = [
     "ADOPTABLE_TYPES",
     "RECOVERABLE_TYPES",
@@ -156,6 +154,10 @@ def adopt(stack: str, project: str, work_dir: Path, env: Mapping[str, str]) -> l
     creates = [p for p in planned.values() if p.op == "create" and p.type in ADOPTABLE_TYPES]
     if not creates:
         return []
+    # Here, not at the top: the probe loads grpc and the Pulumi SDK's protos, and `ssh-gateway --help` imports
+    # this module (through recover's parser) without them.
+    from .provider_probe import ProbeError, provider_probe
+
     mark = stack_mark(project, stack)
     found: list[Adoption] = []
     by_provider: dict[str, list[Planned]] = {}

@@ -34,7 +34,8 @@ from dataclasses import dataclass
 from typing import Final
 
 from .names import CONNECT_ENTRY, host_key_secret_name, nsg_rule_name, public_host, service_name
-from .settings import NAMESPACE, Settings, SettingsError
+from .settings import NAMESPACE, ConnectModeInstance, Settings, SettingsError
+from .targets import cluster_dns_name
 
 __all__ = [
     "NameProblem",
@@ -121,9 +122,9 @@ def derived_name_problem(settings: Settings) -> NameProblem | None:
             checks.append(service_problem(name))
         if settings.delivers_secret(inst):
             checks.append(secret_problem(name))
-        if inst.routing == "connect":
+        if isinstance(inst, ConnectModeInstance):
             kube = settings.kubernetes
-            authority = f"{service_name(name)}.{kube.namespace}.svc.{kube.cluster_domain}"
+            authority = cluster_dns_name(service_name(name), kube.namespace, kube.cluster_domain)
             checks.append(check_dns_name(f"instance {name!r} makes the CONNECT authority", authority))
         else:
             host = public_host(settings.gateway.host_template, name)

@@ -64,7 +64,6 @@ __all__ = [
     "instance_host_pattern",
     "key_pair_from_private_seed",
     "key_pair_from_seed",
-    "known_hosts_line",
     "normalize_principals",
     "openssh_private_key",
     "openssh_public_key",
@@ -501,11 +500,6 @@ def cert_authority_lines(patterns: Sequence[str], ca_public_keys: Sequence[str],
         line = f"@cert-authority {hosts} {parse_public_key(key, name='ca public key')}"
         lines.append(f"{line} {comment}" if comment else line)
     return lines
-
-
-def known_hosts_line(patterns: Sequence[str], public_key: str) -> str:
-    """A plain `<patterns> ssh-ed25519 AAAA...` line, for a user who pins one instance's key instead of the CA."""
-    return f"{_joined_patterns(patterns)} {parse_public_key(public_key, name='host public key')}"
 
 
 def ssh_config_identity_lines(*, known_hosts_file: str, host_key_alias: str | None = None) -> list[str]:

@@ -61,8 +61,8 @@ __all__ = [
     "apply_istio_patches",
     "detached_pid",
     "envoy_binary",
-    "envoy_validate",
     "free_port",
+    "gateway_bootstrap",
     "gateway_listener",
     "gateway_route_configuration",
     "istio_helper",
@@ -217,9 +217,10 @@ def stop_detached(directory: Path, timeout: float = 10.0) -> bool:
     return _pid_file(directory).terminate(timeout)
 
 
-def _bootstrap(
+def gateway_bootstrap(
     listener: Mapping[str, Any], clusters: Mapping[str, int], admin_port: int, access_log: Path
 ) -> dict[str, Any]:
+    """The gateway pod's Envoy bootstrap: `listener`, a static loopback cluster per `clusters` entry, the admin."""
     static_clusters = [
         {
             "name": name,
@@ -258,37 +259,6 @@ def _bootstrap(
         },
         "static_resources": {"listeners": [dict(listener)], "clusters": static_clusters},
     }
-
-
-def _inline_routes(listener: Mapping[str, Any], route_configuration: Mapping[str, Any]) -> dict[str, Any]:
-    """The listener with its RDS replaced by the route configuration RDS would deliver: what `envoy --mode
-    validate` can check (it does not load RDS)."""
-    copy: dict[str, Any] = json.loads(json.dumps(listener))
-    for chain in copy.get("filter_chains", []):
-        for network_filter in chain.get("filters", []):
-            hcm = network_filter.get("typed_config", {})
-            if network_filter.get("name") == HCM_FILTER and "rds" in hcm:
-                del hcm["rds"]
-                hcm["route_config"] = dict(route_configuration)
-    return copy
-
-
-def envoy_validate(
-    listener: Mapping[str, Any],
-    route_configuration: Mapping[str, Any],
-    clusters: Mapping[str, int],
-    workdir: Path,
-    envoy: Path | None = None,
-) -> subprocess.CompletedProcess[str]:
-    """`envoy --mode validate` on the gateway as it would be once RDS delivered `route_configuration`: Envoy's
-    own verdict (return code 0, or its error) on what istiod would push."""
-    workdir.mkdir(parents=True, exist_ok=True)
-    config = workdir / "validate.json"
-    bootstrap = _bootstrap(_inline_routes(listener, route_configuration), clusters, free_port(), workdir / "v.log")
-    config.write_text(json.dumps(bootstrap))
-    argv = [str(envoy or envoy_binary()), "--mode", "validate", "-c", str(config), "-l", "critical"]
-    argv += ["--disable-hot-restart"]
-    return subprocess.run(argv, capture_output=True, text=True, timeout=60, check=False)  # noqa: S603
 
 
 @dataclass
@@ -454,7 +424,7 @@ class EnvoyGateway(EnvoyProcess):
         if self.listener is None:
             raise EnvoyError(f"the EnvoyFilters removed the gateway listener on port {self.port}")
         self.write_routes(self.route_configuration)
-        bootstrap = _bootstrap(self.listener, self.clusters, self.admin_port, self.access_log)
+        bootstrap = gateway_bootstrap(self.listener, self.clusters, self.admin_port, self.access_log)
         self.bootstrap_file.write_text(json.dumps(bootstrap, indent=1))
 
     def write_routes(self, route_configuration: Mapping[str, Any], version: str = "1") -> None:

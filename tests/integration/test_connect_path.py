@@ -38,7 +38,6 @@ from ssh_gateway.local.envoy import (
     EnvoyGateway,
     apply_istio_patches,
     envoy_binary,
-    envoy_validate,
     free_port,
     gateway_listener,
     gateway_route_configuration,
@@ -46,6 +45,8 @@ from ssh_gateway.local.envoy import (
 )
 from ssh_gateway.local.sshd import KeyPair, LocalSshd, ensure_client_keypair, login_user
 from ssh_gateway.plumbing.toolchain import ToolchainMissing
+
+from .envoy_validate import envoy_validate
 
 pytestmark = pytest.mark.integration
 

@@ -36,7 +36,6 @@ from ssh_gateway.local.control_plane import ControlPlane
 from ssh_gateway.local.envoy import (
     EnvoyGateway,
     apply_istio_patches,
-    envoy_validate,
     gateway_listener,
     gateway_route_configuration,
     istio_helper,
@@ -47,6 +46,7 @@ from ssh_gateway.ops.automation import open_stack, remove_stack
 from ssh_gateway.ops.doctor import diagnose, endpoints_from_outputs
 
 from .conftest import StackFactory, stack_config
+from .envoy_validate import envoy_validate
 from .local_ports import free_port
 
 pytestmark = pytest.mark.integration

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from ssh_gateway.core import host_identity as hi
+from ssh_gateway.core.trust import plain_line
 from ssh_gateway.local.sshd import KeyPair as ClientKeys
 from ssh_gateway.local.sshd import ensure_client_keypair
 from ssh_gateway.local.sshd_identity import IdentitySshd, mount_secret
@@ -101,9 +102,7 @@ def test_plain_per_instance_line_works_without_the_ca(
     tmp_path: Path, serve: Serve, client: ClientKeys, ca: hi.KeyPair, host_key: hi.KeyPair
 ) -> None:
     sshd = serve(issue(ca, host_key))
-    result = strict_ssh(
-        tmp_path, client, [hi.known_hosts_line(hi.host_patterns(HOST), host_key.public_key)], host=HOST, port=sshd.port
-    )
+    result = strict_ssh(tmp_path, client, [plain_line(HOST, host_key.public_key)], host=HOST, port=sshd.port)
     assert result.returncode == 0, result.stderr
     # ssh tries the CA first ("No matching CA found"), then the plain key: under the bare name or [name]:port.
     assert "is known and matches the ED25519 host key" in result.stderr

@@ -303,11 +303,6 @@ def test_an_overlapping_rotation_publishes_two_lines(ca: hi.KeyPair) -> None:
     assert [line.split()[2:] for line in lines] == [ca.public_key.split(), previous.split()]
 
 
-def test_plain_line_pins_one_instance_on_any_port(host: hi.KeyPair) -> None:
-    line = hi.known_hosts_line(hi.host_patterns("ssh-gpu-alice.example.com"), f"{host.public_key} comment")
-    assert line == f"ssh-gpu-alice.example.com,[ssh-gpu-alice.example.com]:* {host.public_key}"
-
-
 @pytest.mark.parametrize(
     ("call", "message"),
     [

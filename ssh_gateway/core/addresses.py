@@ -11,16 +11,29 @@ import re
 from typing import Final
 from urllib.parse import urlsplit
 
-__all__ = ["check_dns_label", "check_dns_name", "check_host", "check_hostname", "check_http_url"]
+__all__ = [
+    "DNS_LABEL_MAX",
+    "DNS_NAME_MAX",
+    "check_dns_label",
+    "check_dns_name",
+    "check_host",
+    "check_hostname",
+    "check_http_url",
+]
 
-_LABEL: Final = r"[a-z0-9](?:[a-z0-9-]{0,61}[a-z0-9])?"
+DNS_LABEL_MAX: Final = 63
+"""The most characters of one DNS label (RFC 1035 §2.3.4)."""
+DNS_NAME_MAX: Final = 253
+"""The most characters of a DNS name written out, dots included (RFC 1035 §2.3.4, less the root and length bytes)."""
+
+_LABEL: Final = rf"[a-z0-9](?:[a-z0-9-]{{0,{DNS_LABEL_MAX - 2}}}[a-z0-9])?"
 _DNS_LABEL: Final = re.compile(_LABEL)
 # A hostname's labels are DNS labels in any case (DNS compares names case-insensitively); Kubernetes wants lowercase.
-_HOSTNAME: Final = re.compile(rf"(?i)(?=.{{1,253}}$){_LABEL}(?:\.{_LABEL})*")
+_HOSTNAME: Final = re.compile(rf"(?i)(?=.{{1,{DNS_NAME_MAX}}}$){_LABEL}(?:\.{_LABEL})*")
 _DOTTED_NUMBERS: Final = re.compile(r"[0-9.]+")
 
 
-def check_dns_label(value: object, *, what: str = "", max_length: int = 63) -> str:
+def check_dns_label(value: object, *, what: str = "", max_length: int = DNS_LABEL_MAX) -> str:
     """A DNS label as Kubernetes names use it (RFC 1123): up to `max_length` (at most 63) lowercase letters, digits
     and '-', starting and ending with a letter or digit. `what` names the value in the error."""
     if not isinstance(value, str) or len(value) > max_length or not _DNS_LABEL.fullmatch(value):
@@ -35,8 +48,8 @@ def check_dns_label(value: object, *, what: str = "", max_length: int = 63) -> s
 def check_dns_name(value: object, *, what: str = "") -> str:
     """A lowercase DNS name such as `cluster.local`: dot-separated DNS labels, 253 characters at most."""
     named = f"{what} {value!r}" if what else repr(value)
-    if not isinstance(value, str) or not value or len(value) > 253:
-        raise ValueError(f"{named} is not a DNS name: dot-separated DNS labels, 1-253 characters")
+    if not isinstance(value, str) or not value or len(value) > DNS_NAME_MAX:
+        raise ValueError(f"{named} is not a DNS name: dot-separated DNS labels, 1-{DNS_NAME_MAX} characters")
     for label in value.split("."):
         if not _DNS_LABEL.fullmatch(label):
             raise ValueError(f"{named} is not a DNS name: label {label!r} is not a DNS label")

@@ -33,6 +33,7 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
+from .addresses import DNS_LABEL_MAX, DNS_NAME_MAX
 from .names import CONNECT_ENTRY, host_key_secret_name, nsg_rule_name, public_host, service_name
 from .settings import NAMESPACE, ConnectModeInstance, Settings, SettingsError
 from .targets import cluster_dns_name
@@ -40,8 +41,8 @@ from .targets import cluster_dns_name
 __all__ = [
     "NameProblem",
     "check_derived_names",
-    "check_dns_name",
     "derived_name_problem",
+    "dns_name_problem",
     "nsg_rule_problem",
     "secret_problem",
     "service_problem",
@@ -50,8 +51,6 @@ __all__ = [
 _DNS_1035_LABEL: Final = re.compile(r"[a-z]([-a-z0-9]*[a-z0-9])?")
 _DNS_1123_SUBDOMAIN: Final = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 _AZURE_RULE_NAME: Final = re.compile(r"[A-Za-z0-9]([A-Za-z0-9_.-]*[A-Za-z0-9_])?")
-LABEL_MAX: Final = 63
-DNS_NAME_MAX: Final = 253
 AZURE_RULE_MAX: Final = 80
 
 
@@ -68,11 +67,11 @@ class NameProblem:
 def service_problem(name: str) -> str | None:
     """Why the instance's Service name breaks Kubernetes' rule, or None."""
     derived = service_name(name)
-    if len(derived) > LABEL_MAX:
+    if len(derived) > DNS_LABEL_MAX:
         return (
             f"instance {name!r} makes the Service name {derived!r} ({len(derived)} characters), over the "
-            f"{LABEL_MAX} of a Kubernetes Service name (a DNS-1035 label): use at most "
-            f"{LABEL_MAX - len(derived) + len(name)} characters"
+            f"{DNS_LABEL_MAX} of a Kubernetes Service name (a DNS-1035 label): use at most "
+            f"{DNS_LABEL_MAX - len(derived) + len(name)} characters"
         )
     if not _DNS_1035_LABEL.fullmatch(derived):
         return f"instance {name!r} makes the Service name {derived!r}, which is not a DNS-1035 label"
@@ -101,11 +100,11 @@ def nsg_rule_problem(name: str) -> str | None:
     return None
 
 
-def check_dns_name(what: str, value: str) -> str | None:
+def dns_name_problem(what: str, value: str) -> str | None:
     """Why `value` (named `what` in the message) is no DNS name a resolver can serve, or None if it is one."""
-    long = [label for label in value.split(".") if len(label) > LABEL_MAX]
+    long = [label for label in value.split(".") if len(label) > DNS_LABEL_MAX]
     if long:
-        return f"{what} {value!r}, whose label {long[0]!r} has {len(long[0])} characters, over DNS's {LABEL_MAX}"
+        return f"{what} {value!r}, whose label {long[0]!r} has {len(long[0])} characters, over DNS's {DNS_LABEL_MAX}"
     if len(value) > DNS_NAME_MAX:
         return f"{what} {value!r}, of {len(value)} characters, over DNS's {DNS_NAME_MAX} for a name"
     return None
@@ -125,10 +124,10 @@ def derived_name_problem(settings: Settings) -> NameProblem | None:
         if isinstance(inst, ConnectModeInstance):
             kube = settings.kubernetes
             authority = cluster_dns_name(service_name(name), kube.namespace, kube.cluster_domain)
-            checks.append(check_dns_name(f"instance {name!r} makes the CONNECT authority", authority))
+            checks.append(dns_name_problem(f"instance {name!r} makes the CONNECT authority", authority))
         else:
             host = public_host(settings.gateway.host_template, name)
-            checks.append(check_dns_name(f"instance {name!r} makes the public host (gateway.hostTemplate)", host))
+            checks.append(dns_name_problem(f"instance {name!r} makes the public host (gateway.hostTemplate)", host))
             if settings.firewall.enabled:
                 checks.append(nsg_rule_problem(name))
         problem = next((c for c in checks if c is not None), None)
@@ -137,7 +136,7 @@ def derived_name_problem(settings: Settings) -> NameProblem | None:
     connect = settings.connect
     if connect is not None and connect.public.via == "pangolin" and connect.public.host is None:
         host = public_host(settings.gateway.host_template, CONNECT_ENTRY)
-        problem = check_dns_name("the CONNECT entry's public host (gateway.hostTemplate)", host)
+        problem = dns_name_problem("the CONNECT entry's public host (gateway.hostTemplate)", host)
         if problem is not None:
             return NameProblem("gateway.hostTemplate", problem)
     return None

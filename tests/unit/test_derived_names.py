@@ -9,7 +9,7 @@ import pytest
 
 from ssh_gateway.core.derived_names import (
     check_derived_names,
-    check_dns_name,
+    dns_name_problem,
     nsg_rule_problem,
     secret_problem,
     service_problem,
@@ -108,4 +108,4 @@ def test_the_secret_and_nsg_rule_names_follow_kubernetes_and_azure_rules() -> No
     assert "(81 characters), which Azure refuses: 1-80" in (nsg_rule_problem("g" * 69) or "")
     assert nsg_rule_problem("bad/char") is not None
     assert service_problem("9lives") is None  # the ssh- prefix starts it with a letter
-    assert check_dns_name("host", "a." * 100 + "example.com") is None
+    assert dns_name_problem("host", "a." * 100 + "example.com") is None

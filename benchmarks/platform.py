@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -29,11 +30,12 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from pangolin_emulator.harness import EmulatorHandle, running_emulator
-from ssh_gateway.ops.up import first_up_env
+from ssh_gateway.ops.up import first_up_env, planned_create_types
 from ssh_gateway.plumbing.toolchain import REPO, pulumi_env
 
 from . import state_parts
@@ -54,7 +56,9 @@ def _decided(bench: Bench) -> Bench:
     """The stack with the environment `ssh-gateway up` would give its next `up`."""
     exported = bench.stack.export_stack()
     workspace = bench.stack.workspace
-    workspace.env_vars = {**workspace.env_vars, **first_up_env({"deployment": exported.deployment})}
+    env = {**os.environ, **workspace.env_vars}
+    planned = partial(planned_create_types, bench.stack.name, Path(workspace.work_dir or "."), env)
+    workspace.env_vars = {**workspace.env_vars, **first_up_env({"deployment": exported.deployment}, planned)}
     return bench
 
 

@@ -23,13 +23,15 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
 from ssh_gateway.plumbing.toolchain import REPO, ToolchainMissing, pulumi_env
 
-__all__ = ["SKIP_CHECKPOINTS", "first_up_env", "holds_resources", "main", "register"]
+from .adopt import planned_creates, skip_checkpoints_is_recoverable
+
+__all__ = ["SKIP_CHECKPOINTS", "first_up_env", "holds_resources", "main", "planned_create_types", "register"]
 
 SKIP_CHECKPOINTS: Final = {"PULUMI_SKIP_CHECKPOINTS": "true"}
 """What a first `up` adds to pulumi's environment."""
@@ -47,9 +49,30 @@ def holds_resources(deployment: Mapping[str, Any]) -> bool:
     return bool(made or inner.get("pending_operations"))
 
 
-def first_up_env(deployment: Mapping[str, Any]) -> dict[str, str]:
-    """The environment an `up` of this exported stack adds: `SKIP_CHECKPOINTS` on a first `up`, else nothing."""
-    return {} if holds_resources(deployment) else dict(SKIP_CHECKPOINTS)
+def first_up_env(deployment: Mapping[str, Any], planned_types: Callable[[], Iterable[str]]) -> dict[str, str]:
+    """The environment an `up` of this exported stack adds: `SKIP_CHECKPOINTS` on a first `up` whose planned
+    creates (`planned_types`, asked only then) `recover` can all adopt after a lost run, else nothing."""
+    if holds_resources(deployment):
+        return {}
+    recoverable = skip_checkpoints_is_recoverable(planned_types(), stack_has_resources=False)
+    return dict(SKIP_CHECKPOINTS) if recoverable else {}
+
+
+def planned_create_types(stack: str, work_dir: Path, env: Mapping[str, str]) -> list[str]:
+    """The types of the creates a preview plans (what a lost first `up` could leave behind)."""
+    done = subprocess.run(  # noqa: S603 - the pinned CLI on the toolchain's PATH, with an argv list
+        ["pulumi", "preview", "--json", "--stack", stack, "--non-interactive"],  # noqa: S607
+        cwd=work_dir,
+        env=dict(env),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if done.returncode != 0:
+        detail = " ".join(done.stderr.strip().splitlines()[-2:]) or done.stdout.strip()[-300:]
+        raise LookupError(f"`pulumi preview --stack {stack}` failed: {detail}")
+    planned = planned_creates(json.loads(done.stdout or "{}"))
+    return [p.type for p in planned.values() if p.op == "create"]
 
 
 def _export(stack: str, work_dir: Path, env: Mapping[str, str]) -> dict[str, Any]:
@@ -72,7 +95,7 @@ def up(stack: str, extra: Sequence[str] = (), *, ambient: bool = False, work_dir
     """`pulumi up --yes --stack STACK [extra]`, checkpoints skipped on a first `up`; pulumi's exit code.
     `ambient`: the pulumi on PATH with the environment's backend and secrets (CI), not the offline toolchain."""
     env = dict(os.environ) if ambient else pulumi_env()
-    added = first_up_env(_export(stack, work_dir, env))
+    added = first_up_env(_export(stack, work_dir, env), lambda: planned_create_types(stack, work_dir, env))
     if added:
         print(
             f"up {stack}: a first up; the checkpoint is written once, at the end (PULUMI_SKIP_CHECKPOINTS). "

@@ -109,11 +109,13 @@ def test_provider_inputs_enter_the_state_as_secrets() -> None:
 
 
 def test_skip_checkpoints_is_recoverable_only_for_a_first_up_of_adoptable_types() -> None:
-    first = [SERVICE_TYPE, NSG_RULE_TYPE, PANGOLIN_TYPE, ALLOCATION_TYPE, COMPONENT_TYPE, "pulumi:providers:k"]
+    first = [NSG_RULE_TYPE, PANGOLIN_TYPE, ALLOCATION_TYPE, COMPONENT_TYPE, "pulumi:providers:k"]
     assert adopt.skip_checkpoints_is_recoverable(first, stack_has_resources=False)
     assert not adopt.skip_checkpoints_is_recoverable(first, stack_has_resources=True)
     istio = "kubernetes:networking.istio.io/v1alpha3:EnvoyFilter"
     assert not adopt.skip_checkpoints_is_recoverable([*first, istio], stack_has_resources=False)
+    # Not yet proven against the real kube-apiserver (issue 23): a first `up` of Services keeps its checkpoints.
+    assert not adopt.skip_checkpoints_is_recoverable([*first, SERVICE_TYPE], stack_has_resources=False)
 
 
 def _binding(port: int, resource_id: int, name: str) -> dict[str, Any]:

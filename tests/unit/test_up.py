@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from ssh_gateway.core.names import PANGOLIN_TYPE
+from ssh_gateway.core.names import NSG_RULE_TYPE, PANGOLIN_TYPE, SERVICE_TYPE
 from ssh_gateway.ops.cli import build_parser
 from ssh_gateway.ops.up import SKIP_CHECKPOINTS, first_up_env, holds_resources
 
@@ -34,16 +34,26 @@ def _export(resources: list[dict[str, Any]], pending: list[dict[str, Any]] | Non
 )
 def test_a_stack_with_nothing_made_is_a_first_up(exported: dict[str, Any]) -> None:
     assert not holds_resources(exported)
-    assert first_up_env(exported) == SKIP_CHECKPOINTS == {"PULUMI_SKIP_CHECKPOINTS": "true"}
+    assert first_up_env(exported, lambda: [PANGOLIN_TYPE, NSG_RULE_TYPE]) == SKIP_CHECKPOINTS
+    assert SKIP_CHECKPOINTS == {"PULUMI_SKIP_CHECKPOINTS": "true"}
+
+
+def test_a_first_up_that_makes_what_recover_cannot_yet_adopt_keeps_every_checkpoint() -> None:
+    assert first_up_env(_export([]), lambda: [PANGOLIN_TYPE, SERVICE_TYPE]) == {}
+    assert first_up_env(_export([]), lambda: ["kubernetes:networking.istio.io/v1alpha3:EnvoyFilter"]) == {}
+
+
+def _never() -> list[str]:
+    raise AssertionError("a stack that holds resources needs no preview")
 
 
 def test_a_stack_that_holds_a_resource_keeps_every_checkpoint() -> None:
-    assert first_up_env(_export([STACK, PROVIDER, MADE])) == {}
+    assert first_up_env(_export([STACK, PROVIDER, MADE]), _never) == {}
 
 
 def test_a_pending_create_is_not_a_first_up() -> None:
     # A killed first `up` that checkpointed its pending create: recover settles it; the next `up` is not first.
-    assert first_up_env(_export([STACK], pending=[{"resource": MADE, "type": "creating"}])) == {}
+    assert first_up_env(_export([STACK], pending=[{"resource": MADE, "type": "creating"}]), _never) == {}
 
 
 def test_the_cli_has_up_with_pulumi_arguments_after_dashes() -> None:

@@ -54,9 +54,9 @@ def test_summary_of_a_real_preview(emulator: EmulatorHandle, make_stack: StackFa
     markdown = render(summary)
     assert markdown.startswith(f"### ssh-gateway preview: `{stack.name}`\n")
     assert "Instances: 2 added, 1 port changed, 1 target changed, 1 removed." in markdown
-    assert "| `a` | port changed (40000 → 40004) | `ssh -p 40004 root@ssh-a.example.test` | 127.0.0.1:2222 | — |" in (
-        markdown
-    )
+    # A port change replaces the Pangolin resource (a move in place would keep an older id, issue 23).
+    change = "port changed (40000 → 40004); replaces a-pangolin (proxyPort)"
+    assert f"| `a` | {change} | `ssh -p 40004 root@ssh-a.example.test` | 127.0.0.1:2222 | — |" in markdown
     assert "| `b` | removed | ~~`ssh -p 40001 root@ssh-b.example.test`~~ |" in markdown
     # Warnings: 4 of the 5 ports allocated, the port nobody has now, and the one that changes hands.
     assert "- Port range 40000-40004 is 80% allocated (4 of 5 usable ports, 1 free)" in markdown

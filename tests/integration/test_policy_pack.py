@@ -111,8 +111,8 @@ def test_the_program_passes_the_pack(emulator: EmulatorHandle, make_stack: Stack
     assert "Loading policy packs" in preview.stdout
     assert "ssh-gateway-guardrails@v0.1.0" in preview.stdout
     assert "[mandatory]" not in preview.stdout
-    # stack, allocation, host CA, 2 x (component + Pangolin resource + host key), port check
-    assert preview.change_summary.get(OpType.CREATE) == 10
+    # stack, allocation, host CA, host-key root, 2 x (component + Pangolin resource), port check
+    assert preview.change_summary.get(OpType.CREATE) == 9
 
 
 def test_a_production_stack_open_to_the_world_is_refused(

@@ -155,6 +155,8 @@ def read_outputs(outputs: Mapping[str, Any]) -> StackOutputs:
     endpoints = dict(outputs.get(ENDPOINTS) or {})
     connect = outputs.get(CONNECT)
     pangolin = dict(outputs.get(PANGOLIN) or {})
+    # A secret output: `pulumi stack output --json` without --show-secrets prints it as "[secret]".
+    identities = outputs.get(HOST_IDENTITIES)
     return StackOutputs(
         endpoints={name: _endpoint(ep) for name, ep in sorted(endpoints.items())},
         pangolin_url=str(pangolin["url"]) if pangolin.get("url") else None,
@@ -162,6 +164,6 @@ def read_outputs(outputs: Mapping[str, Any]) -> StackOutputs:
         known_hosts=str(outputs.get(KNOWN_HOSTS) or ""),
         envoy_config=str(outputs.get(ENVOY_CONFIG) or ""),
         connect=_connect(connect) if isinstance(connect, Mapping) else None,
-        host_identities=dict(outputs.get(HOST_IDENTITIES) or {}),
+        host_identities=dict(identities) if isinstance(identities, Mapping) else {},
         has_ssh_config=SSH_CONFIG in outputs,
     )

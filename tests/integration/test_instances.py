@@ -55,9 +55,9 @@ def test_preview_diff_shows_the_new_instance_port(emulator: EmulatorHandle, make
     stack = make_stack(stack_config(emulator, [static_instance("a"), static_instance("b")]), name=stack.name)
 
     preview = stack.preview(diff=True)
-    # b's component, Pangolin resource and host key; the allocation's table and the port check after the create;
-    # the stack, the CA, and a's three.
-    assert preview.change_summary == {"create": 3, "update": 2, "same": 5}
+    # b's component and Pangolin resource (its host key is derived: no resource); the allocation's table and the
+    # port check after the create; the stack, the CA, the host-key root, and a's two.
+    assert preview.change_summary == {"create": 2, "update": 2, "same": 5}
     # The new instance's Pangolin resource is created on its concrete port, not [unknown].
     block = preview.stdout.split("::b-pangolin]", 1)[1].split("--outputs:--", 1)[0]
     assert re.search(r"^\s*proxyPort\s*: 40001$", block, re.M), block

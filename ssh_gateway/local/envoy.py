@@ -50,6 +50,8 @@ from ssh_gateway.core.connect import HCM_FILTER, HCM_TYPE, ROUTER_FILTER, ROUTER
 from ssh_gateway.plumbing.pidfile import PidFile
 from ssh_gateway.plumbing.toolchain import toolchain_binary
 
+from .log_excerpt import log_excerpt
+
 __all__ = [
     "HELPER_KEY",
     "WEB_VIRTUAL_HOST",
@@ -348,12 +350,7 @@ class EnvoyProcess:
 
     def log_tail(self, lines: int = 12) -> str:
         """Envoy's warnings and errors (or, if none, its last lines), for an exception's text."""
-        if not self.log_file.exists():
-            return ""
-        logged = self.log_file.read_text(errors="replace").splitlines()
-        problems = [line for line in logged if _PROBLEM.search(line)]
-        tail = problems[-lines:] or logged[-lines:]
-        return f"\n  last lines of {self.log_file}:\n    " + "\n    ".join(tail) if tail else ""
+        return log_excerpt(self.log_file, lambda line: bool(_PROBLEM.search(line)), lines)
 
     def __enter__(self) -> EnvoyProcess:
         self.start()

@@ -46,6 +46,7 @@ from ssh_gateway.plumbing.toolchain import toolchain_binary
 
 from .control_plane import ControlPlane
 from .envoy import EnvoyError, EnvoyProcess, admin_get, free_port
+from .log_excerpt import log_excerpt
 
 __all__ = [
     "CLUSTER_ID",
@@ -195,12 +196,7 @@ class Istiod:
 
     def log_tail(self, lines: int = 20) -> str:
         """istiod's errors and warnings (or, if none, its last lines), for an exception's text."""
-        if not self.log_file.exists():
-            return ""
-        logged = self.log_file.read_text(errors="replace").splitlines()
-        problems = [line for line in logged if "\terror\t" in line or "\twarn\t" in line]
-        tail = problems[-lines:] or logged[-lines:]
-        return f"\n  last lines of {self.log_file}:\n    " + "\n    ".join(tail) if tail else ""
+        return log_excerpt(self.log_file, lambda line: "\terror\t" in line or "\twarn\t" in line, lines)
 
     def __enter__(self) -> Istiod:
         self.start()

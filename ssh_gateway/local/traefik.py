@@ -30,6 +30,7 @@ from ssh_gateway.plumbing.pidfile import PidFile
 from ssh_gateway.plumbing.toolchain import toolchain_binary
 
 from .envoy import free_port
+from .log_excerpt import log_excerpt
 
 __all__ = [
     "TRAEFIK_KEY",
@@ -241,12 +242,7 @@ class TraefikProcess:
 
     def log_tail(self, lines: int = 12) -> str:
         """Traefik's errors (or, if none, its last lines), for an exception's text."""
-        if not self.log_file.exists():
-            return ""
-        logged = self.log_file.read_text(errors="replace").splitlines()
-        problems = [line for line in logged if " ERR " in line or " FTL " in line]
-        tail = problems[-lines:] or logged[-lines:]
-        return f"\n  last lines of {self.log_file}:\n    " + "\n    ".join(tail) if tail else ""
+        return log_excerpt(self.log_file, lambda line: " ERR " in line or " FTL " in line, lines)
 
     def __enter__(self) -> TraefikProcess:
         self.start()

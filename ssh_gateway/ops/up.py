@@ -30,8 +30,9 @@ from typing import Any, Final
 from ssh_gateway.plumbing.toolchain import REPO, ToolchainMissing, pulumi_env
 
 from .adopt import planned_creates, skip_checkpoints_is_recoverable
+from .command import Command
 
-__all__ = ["SKIP_CHECKPOINTS", "first_up_env", "holds_resources", "main", "planned_create_types", "register"]
+__all__ = ["COMMAND", "SKIP_CHECKPOINTS", "first_up_env", "holds_resources", "main", "planned_create_types"]
 
 SKIP_CHECKPOINTS: Final = {"PULUMI_SKIP_CHECKPOINTS": "true"}
 """What a first `up` adds to pulumi's environment."""
@@ -137,37 +138,28 @@ _DESCRIPTION: Final = (
     "end, instead of after every step (PULUMI_SKIP_CHECKPOINTS): linear instead of quadratic in the instances. "
     "If a run dies: `ssh-gateway recover`, then `ssh-gateway up` again."
 )
-_EPILOG: Final = (
-    "examples:\n  ssh-gateway up --stack dev\n  ssh-gateway up --ambient --stack prod-a   # CI: its backend, its CLI\n"
-    "  ssh-gateway up --stack dev -- --parallel 16\n\n"
-    "exit codes:\n  0  the update succeeded\n  2  cannot run: no toolchain, no such stack\n"
-    "  *  pulumi up failed with that code (recover, then up again, if it was interrupted)"
+COMMAND: Final = Command(
+    name="up",
+    summary="pulumi up; a first up writes its checkpoint once, at the end",
+    description=_DESCRIPTION,
+    examples=(
+        "ssh-gateway up --stack dev",
+        "ssh-gateway up --ambient --stack prod-a   # CI: its backend, its CLI",
+        "ssh-gateway up --stack dev -- --parallel 16",
+    ),
+    codes={
+        0: "the update succeeded",
+        1: "pulumi up failed (pulumi's own nonzero code is passed on); if it was interrupted: recover, then up",
+        CANNOT_RUN: "cannot run: no toolchain, no such stack",
+    },
+    run=_run,
+    arguments=_add_arguments,
 )
-
-
-def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add `up` to a CLI's subcommands; its handler is the parser default `run(args) -> exit code`."""
-    parser = commands.add_parser(
-        "up",
-        help="pulumi up; a first up writes its checkpoint once, at the end",
-        description=_DESCRIPTION,
-        epilog=_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    _add_arguments(parser)
-    parser.set_defaults(run=_run)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """`python -m ssh_gateway.ops.up`; returns the exit code."""
-    parser = argparse.ArgumentParser(
-        prog="python -m ssh_gateway.ops.up",
-        description=_DESCRIPTION,
-        epilog=_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    _add_arguments(parser)
-    return _run(parser.parse_args(argv))
+    return COMMAND.main(argv, prog="python -m ssh_gateway.ops.up")
 
 
 if __name__ == "__main__":

@@ -26,6 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from ssh_gateway.plumbing.pulumi_cli import PulumiFailed, run_pulumi
 from ssh_gateway.plumbing.toolchain import REPO, ToolchainMissing, pulumi_env
 
 from . import gateway_config, recover, shards, up
@@ -336,13 +337,10 @@ def _outputs_of(stack: str, outputs_file: Path | None, *, ambient: bool = False)
 
 def _ambient_outputs(stack: str) -> str:
     """`pulumi stack output --json` with the environment's pulumi and backend (a shared one, e.g. azblob://)."""
-    argv = ["pulumi", "stack", "output", "--json", "--non-interactive", "--stack", stack]
-    done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, check=False)  # noqa: S603
-    if done.returncode != 0:
-        raise ValueError(
-            " ".join(done.stderr.strip().splitlines()[-2:]) or f"`pulumi stack output` exit {done.returncode}"
-        )
-    return done.stdout
+    try:
+        return run_pulumi(["stack", "output", "--json", "--stack", stack], work_dir=REPO, env=os.environ)
+    except PulumiFailed as exc:
+        raise ValueError(str(exc)) from None
 
 
 def _run_ssh_config(args: argparse.Namespace) -> int:

@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
+from ssh_gateway.plumbing.pulumi_cli import PulumiFailed, run_pulumi
 from ssh_gateway.plumbing.toolchain import REPO, ToolchainMissing, pulumi_env
 
 from .adopt import planned_creates, skip_checkpoints_is_recoverable
@@ -61,34 +62,14 @@ def first_up_env(deployment: Mapping[str, Any], planned_types: Callable[[], Iter
 
 def planned_create_types(stack: str, work_dir: Path, env: Mapping[str, str]) -> list[str]:
     """The types of the creates a preview plans (what a lost first `up` could leave behind)."""
-    done = subprocess.run(  # noqa: S603 - the pinned CLI on the toolchain's PATH, with an argv list
-        ["pulumi", "preview", "--json", "--stack", stack, "--non-interactive"],  # noqa: S607
-        cwd=work_dir,
-        env=dict(env),
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        detail = " ".join(done.stderr.strip().splitlines()[-2:]) or done.stdout.strip()[-300:]
-        raise LookupError(f"`pulumi preview --stack {stack}` failed: {detail}")
-    planned = planned_creates(json.loads(done.stdout or "{}"))
+    shown = run_pulumi(["preview", "--json", "--stack", stack], work_dir=work_dir, env=env)
+    planned = planned_creates(json.loads(shown or "{}"))
     return [p.type for p in planned.values() if p.op == "create"]
 
 
 def _export(stack: str, work_dir: Path, env: Mapping[str, str]) -> dict[str, Any]:
-    done = subprocess.run(  # noqa: S603 - the pinned CLI on the toolchain's PATH, with an argv list
-        ["pulumi", "stack", "export", "--stack", stack, "--non-interactive"],  # noqa: S607
-        cwd=work_dir,
-        env=dict(env),
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        detail = " ".join(done.stderr.strip().splitlines()[-2:])
-        raise LookupError(f"`pulumi stack export --stack {stack}` failed: {detail}")
-    exported: dict[str, Any] = json.loads(done.stdout or "{}")
+    shown = run_pulumi(["stack", "export", "--stack", stack], work_dir=work_dir, env=env)
+    exported: dict[str, Any] = json.loads(shown or "{}")
     return exported
 
 
@@ -128,7 +109,7 @@ def _run(args: argparse.Namespace) -> int:
     extra = [a for a in args.extra if a != "--"]
     try:
         return up(str(args.stack), extra, ambient=bool(args.ambient))
-    except (ToolchainMissing, LookupError) as exc:
+    except (ToolchainMissing, PulumiFailed) as exc:
         print(f"up: {exc}", file=sys.stderr)
         return CANNOT_RUN
 

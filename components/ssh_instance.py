@@ -78,10 +78,6 @@ class SshInstance(pulumi.ComponentResource):
     host_key_line: pulumi.Output[str]
     """A plain known_hosts line for the key the instance serves, issued or pinned; empty when neither. Not a
     registered output: the stack output `hostKeys` is its one copy in state."""
-    identity_files: pulumi.Output[dict[str, str] | None]
-    """The issued `privateKey`, `publicKey` and `certificate` when no Secret delivers them (a static target,
-    rendered manifests), for the operator to install; else None. Secret. Not a registered output: the stack
-    output `hostIdentities` is its one copy in state (each copy is rewritten at every checkpoint)."""
     pangolin_resource_id: pulumi.Output[int]
     pangolin: PangolinTcpResource
     """The instance's Pangolin resource: what the stack's port check runs after."""
@@ -119,8 +115,7 @@ class SshInstance(pulumi.ComponentResource):
         self.ssh_command = port.apply(lambda p: f"ssh -p {p} {args.user}@{args.public_host}")
         self.ssh_config = port.apply(lambda p: _host_block(args, p))
         self.known_hosts = pinned
-        self.host_key_line = issued[0] if issued else pinned
-        self.identity_files = issued[1] if issued else pulumi.Output.from_input(None)
+        self.host_key_line = issued if issued is not None else pinned
         self.pangolin_resource_id = pangolin_resource.resource_id
         self.pangolin = pangolin_resource
         self.register_outputs(

@@ -675,6 +675,13 @@ def register_recover(commands: Commands) -> None:
     recover.register(commands)
 
 
+def register_host_identity(commands: Commands) -> None:
+    # An instance's files derived on demand from the stack (ssh_gateway/ops/host_identity_files.py).
+    from . import host_identity_files
+
+    host_identity_files.register(commands, add_command)
+
+
 def register_up(commands: Commands) -> None:
     # A first `up` skips the per-step checkpoints (ssh_gateway/ops/up.py); later ones are plain `pulumi up`s.
     from . import up
@@ -692,6 +699,7 @@ COMMANDS: Final[tuple[Register, ...]] = (
     register_drift_check,
     register_preview_summary,
     register_ssh_config,
+    register_host_identity,
     register_gateway_config,
     register_instances,
     register_recover,

@@ -21,11 +21,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -45,15 +44,18 @@ from ssh_gateway.core.host_identity import (
 from ssh_gateway.core.issued_identity import issued_identity
 from ssh_gateway.core.names import HOST_CA_TYPE, HOST_KEY_ROOT_NAME, HOST_KEY_ROOT_TYPE, host_ca_name
 from ssh_gateway.core.settings import Settings, SettingsError, decode_config, parse_settings
+from ssh_gateway.plumbing.pulumi_cli import PulumiFailed, run_pulumi
 from ssh_gateway.plumbing.toolchain import REPO, ToolchainMissing, pulumi_env
 
+from .command import Command
+
 __all__ = [
+    "COMMAND",
     "HostIdentityFilesError",
     "InstanceRefused",
     "StackView",
     "identity_files",
     "read_stack",
-    "register",
     "stack_identity_files",
     "write_files",
 ]
@@ -156,14 +158,12 @@ def write_files(directory: Path, files: Mapping[str, str]) -> list[Path]:
 
 
 def _pulumi_json(args: list[str], stack: str, env: Mapping[str, str], work_dir: Path) -> Any:
-    argv = ["pulumi", *args, "--stack", stack, "--non-interactive"]
-    # The pinned CLI on the toolchain's PATH (or the ambient one); stdout may hold secrets, so only stderr is shown.
-    done = subprocess.run(argv, cwd=work_dir, env=dict(env), capture_output=True, text=True, check=False)  # noqa: S603
-    if done.returncode != 0:
-        detail = " ".join(done.stderr.strip().splitlines()[-2:])
-        raise HostIdentityFilesError(f"`pulumi {' '.join(args[:2])} --stack {stack}` failed: {detail}")
     try:
-        return json.loads(done.stdout or "{}")
+        shown = run_pulumi([*args, "--stack", stack], work_dir=work_dir, env=env)
+    except PulumiFailed as exc:  # names the command and its error lines, never its stdout (secrets)
+        raise HostIdentityFilesError(str(exc)) from None
+    try:
+        return json.loads(shown or "{}")
     except json.JSONDecodeError:
         raise HostIdentityFilesError(f"`pulumi {' '.join(args[:2])} --stack {stack}` printed no JSON") from None
 
@@ -239,33 +239,7 @@ def _day(seconds: int) -> str:
     return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M UTC")
 
 
-AddCommand = Callable[..., argparse.ArgumentParser]
-"""The CLI's `add_command`: a subcommand whose --help ends with its examples and exit codes."""
-
-
-def register(commands: argparse._SubParsersAction[argparse.ArgumentParser], add_command: AddCommand) -> None:
-    """Add `host-identity` to the CLI, with its `add_command`."""
-    parser = add_command(
-        commands,
-        "host-identity",
-        summary="an instance's host key and certificate, derived from the stack (for hosts no Secret serves)",
-        description="An instance's host key and certificate, derived from the stack's host-key root and CA (its "
-        "state) and its config, for a host no Kubernetes Secret serves (a static target, rendered manifests). "
-        "Without --write: the three files as JSON. With --write DIR: the files in DIR, mode 0600, for sshd's "
-        "HostKey and HostCertificate lines. Run it again from the date it prints, after a CA rotation or a "
-        "hostKeyGeneration bump.",
-        examples=[
-            "ssh-gateway host-identity --stack dev --instance vm-01 --write /etc/ssh/gateway",
-            "ssh-gateway host-identity --stack dev --instance vm-01 | jq -r '.\"ssh_host_ed25519_key-cert.pub\"'",
-            "ssh-gateway host-identity --ambient --stack prod --instance vm-01 --write out/   # CI: its backend",
-        ],
-        codes={
-            OK: "printed or written",
-            CANNOT_RUN: "no toolchain, no such stack, a stack never brought up, a config the settings reject",
-            REFUSED: "no such instance, or the stack issues it no host key (a pinned hostKey, host identity off)",
-        },
-        run=_run,
-    )
+def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--stack", required=True, help="the stack")
     parser.add_argument("--instance", required=True, help="the instance (as in ssh-gateway:instances)")
     parser.add_argument("--write", type=Path, metavar="DIR", help="write the files into DIR (mode 0600)")
@@ -274,3 +248,26 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser], add_
         action="store_true",
         help="the pulumi on PATH with the environment's backend and secrets (CI), not the offline toolchain",
     )
+
+
+COMMAND: Final = Command(
+    name="host-identity",
+    summary="an instance's host key and certificate, derived from the stack (for hosts no Secret serves)",
+    description="An instance's host key and certificate, derived from the stack's host-key root and CA (its "
+    "state) and its config, for a host no Kubernetes Secret serves (a static target, rendered manifests). "
+    "Without --write: the three files as JSON. With --write DIR: the files in DIR, mode 0600, for sshd's "
+    "HostKey and HostCertificate lines. Run it again from the date it prints, after a CA rotation or a "
+    "hostKeyGeneration bump.",
+    examples=(
+        "ssh-gateway host-identity --stack dev --instance vm-01 --write /etc/ssh/gateway",
+        "ssh-gateway host-identity --stack dev --instance vm-01 | jq -r '.\"ssh_host_ed25519_key-cert.pub\"'",
+        "ssh-gateway host-identity --ambient --stack prod --instance vm-01 --write out/   # CI: its backend",
+    ),
+    codes={
+        OK: "printed or written",
+        CANNOT_RUN: "no toolchain, no such stack, a stack never brought up, a config the settings reject",
+        REFUSED: "no such instance, or the stack issues it no host key (a pinned hostKey, host identity off)",
+    },
+    run=_run,
+    arguments=_arguments,
+)

@@ -33,7 +33,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import grpc
-import pytest
 from google.protobuf import empty_pb2, json_format, struct_pb2
 from pulumi.runtime.proto import plugin_pb2, provider_pb2, provider_pb2_grpc
 
@@ -233,18 +232,3 @@ def fake_azure_native(azure: FakeAzure | None = None) -> Iterator[str]:
         if azure is not None:
             azure.release()
         server.stop(grace=None)
-
-
-@pytest.fixture(name="fake_azure")
-def fake_azure_fixture() -> FakeAzure:
-    """The stand-in's objects, for a test that looks at them (ask for it with `azure_native`)."""
-    return FakeAzure()
-
-
-@pytest.fixture(name="azure_native")
-def azure_native_fixture(monkeypatch: pytest.MonkeyPatch, fake_azure: FakeAzure) -> Iterator[str]:
-    """The fake, for the stacks and CLI runs of one test. Ask for it before `make_stack`, so that it outlives
-    the stacks' destroy at teardown."""
-    with fake_azure_native(fake_azure) as debug:
-        monkeypatch.setenv("PULUMI_DEBUG_PROVIDERS", debug)
-        yield debug

@@ -113,7 +113,7 @@ def test_each_stack_deploys_with_ssh_gateway_up_and_a_failure_names_the_recover_
     assert up["shell"] == "bash"  # -eo pipefail: `| tee` must not hide up's exit code
     [advice] = [s for s in job["steps"] if "steps.up.outcome == 'failure'" in str(s.get("if", ""))]
     assert advice["if"] == "always() && (steps.up.outcome == 'failure' || steps.up.outcome == 'cancelled')"
-    assert "run the workflow 'recover' with stack=$STACK" in advice["run"] and "::error " in advice["run"]
+    assert advice["env"] == {"OUTCOME": "${{ steps.up.outcome }}"}
     # Nothing runs recover or a second up by itself: only the recover workflow does, by hand.
     commands = [line.strip() for s in job["steps"] for line in str(s.get("run", "")).splitlines()]
     assert [c for c in commands if c.startswith("ssh-gateway ")] == [up["run"].splitlines()[0].strip()]
@@ -163,6 +163,34 @@ def _step_outputs(name: str, job: str, step_id: str, stacks_dir: Path, env: dict
         check=True,
     )
     return {key: value for key, _, value in (line.partition("=") for line in output.read_text().split())}
+
+
+@pytest.mark.parametrize(
+    ("outcome", "output", "advice"),
+    [
+        (
+            "failure",
+            "error: the stack is currently locked by 1 lock(s).",
+            "prod-b is locked by an earlier run that died",
+        ),
+        ("cancelled", "Updating (prod-b):\n", "was cancelled or timed out mid-run. Once this job is over, run the"),
+        ("failure", "error: update failed\n", "If pulumi reported an error above (a policy, a provider), fix it"),
+    ],
+)
+def test_a_failed_up_says_which_case_it_looks_like_and_names_the_recover_workflow(
+    tmp_path: Path, outcome: str, output: str, advice: str
+) -> None:
+    [step] = [s for s in workflow("up-stack.yml")["jobs"]["up"]["steps"] if s.get("name") == "If the up did not finish"]
+    (tmp_path / "up.txt").write_text(output)
+    summary = tmp_path / "summary.md"
+    env = {"STACK": "prod-b", "RUNNER_TEMP": str(tmp_path), "GITHUB_STEP_SUMMARY": str(summary), "OUTCOME": outcome}
+    done = subprocess.run(
+        ["bash", "-e", "-c", step["run"]], env={"PATH": os.environ["PATH"], **env}, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("::error title=up prod-b did not finish::") and advice in done.stdout
+    assert "run the workflow 'recover' with stack=prod-b" in done.stdout
+    assert advice in summary.read_text()
 
 
 def _listing_outputs(name: str, job: str, stacks_dir: Path) -> dict[str, Any]:

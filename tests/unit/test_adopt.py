@@ -3,6 +3,7 @@ file and the state scaffolding it writes, and the port table's adoption by name.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -101,6 +102,18 @@ def test_a_first_ups_objects_get_their_parents_and_providers_first_then_one_impo
     assert rule["parent"] == service["parent"] and "provider" not in rule  # a default provider no state has yet
     assert rule["version"] == "3.29.0" and "version" not in service  # ... made as the program's default_3_29_0
     assert ROOT not in by_name  # the root stack is the import's default parent
+
+
+def test_an_unchanged_provider_is_configured_with_the_inputs_the_state_holds() -> None:
+    # A preview lists no step for a provider it leaves as it is: its inputs come from the state, revealed.
+    held = {"__internal": {}, "kubeconfig": adopt._revealed(adopt._secret("/k/config")), "version": "4.25.0"}
+    config = adopt._provider_config(None, held, "kubernetes", "dev", Path("."), {})
+    assert config == {"kubeconfig": "/k/config", "version": "4.25.0"}
+    planned = adopt.planned_creates(_first_up_preview())
+    assert adopt._provider_config(planned[K8S], held | {"kubeconfig": "/old"}, "kubernetes", "dev", Path("."), {}) == {
+        "kubeconfig": "/k/config",
+        "version": "4.25.0",
+    }  # the preview's, when it plans the provider
 
 
 def test_provider_inputs_enter_the_state_as_secrets() -> None:

@@ -57,7 +57,6 @@ from ssh_gateway.core.names import (
 __all__ = [
     "ADOPTABLE_TYPES",
     "RECOVERABLE_TYPES",
-    "UNPROVEN_TYPES",
     "AdoptError",
     "Adoption",
     "adopt",
@@ -68,11 +67,6 @@ __all__ = [
 ADOPTABLE_TYPES: Final = (SERVICE_TYPE, SECRET_TYPE, NSG_RULE_TYPE)
 """What a lost run can leave behind that its provider refuses to create again."""
 
-UNPROVEN_TYPES: Final = frozenset({SERVICE_TYPE, SECRET_TYPE})
-"""Adopted by `recover`, but not yet proven after a run that lost every checkpoint: the kill tests against the
-real kube-apiserver do not pass yet (issue 23), so a first `up` that makes these keeps its checkpoints."""
-
-# Pulumi's marker of a secret value in a deployment (a signature, not a password).
 RECOVERABLE_TYPES: Final = frozenset(
     {
         *ADOPTABLE_TYPES,
@@ -99,11 +93,10 @@ def skip_checkpoints_is_recoverable(planned_types: Iterable[str], *, stack_has_r
     """
     if stack_has_resources:
         return False
-    return all(
-        (t in RECOVERABLE_TYPES and t not in UNPROVEN_TYPES) or t.startswith("pulumi:providers:") for t in planned_types
-    )
+    return all(t in RECOVERABLE_TYPES or t.startswith("pulumi:providers:") for t in planned_types)
 
 
+# Pulumi's marker of a secret value in a deployment (a signature, not a password).
 _SECRET_SIG_KEY: Final = "4dabf18193072939515e22adb298388d"  # noqa: S105
 _SECRET_SIG: Final = "1b47061264138c4ac30d75fd1eb44270"  # noqa: S105
 

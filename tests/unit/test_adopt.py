@@ -14,6 +14,7 @@ from ssh_gateway.core.names import (
     COMPONENT_TYPE,
     NSG_RULE_TYPE,
     PANGOLIN_TYPE,
+    SECRET_TYPE,
     SERVICE_TYPE,
     STACK_MARK,
     stack_marked,
@@ -127,8 +128,8 @@ def test_skip_checkpoints_is_recoverable_only_for_a_first_up_of_adoptable_types(
     assert not adopt.skip_checkpoints_is_recoverable(first, stack_has_resources=True)
     istio = "kubernetes:networking.istio.io/v1alpha3:EnvoyFilter"
     assert not adopt.skip_checkpoints_is_recoverable([*first, istio], stack_has_resources=False)
-    # Not yet proven against the real kube-apiserver (issue 23): a first `up` of Services keeps its checkpoints.
-    assert not adopt.skip_checkpoints_is_recoverable([*first, SERVICE_TYPE], stack_has_resources=False)
+    # Proven by the kill tests against the real kube-apiserver (tests/integration/test_recover_import.py).
+    assert adopt.skip_checkpoints_is_recoverable([*first, SERVICE_TYPE, SECRET_TYPE], stack_has_resources=False)
 
 
 def _binding(port: int, resource_id: int, name: str) -> dict[str, Any]:

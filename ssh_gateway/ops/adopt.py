@@ -100,6 +100,9 @@ def skip_checkpoints_is_recoverable(planned_types: Iterable[str], *, stack_has_r
 _SECRET_SIG_KEY: Final = "4dabf18193072939515e22adb298388d"  # noqa: S105
 _SECRET_SIG: Final = "1b47061264138c4ac30d75fd1eb44270"  # noqa: S105
 
+_AZURE_CLIENT_CONFIG: Final = "azure-native:authorization:getClientConfig"
+"""azure-native's function that returns the subscription, tenant and client it is configured with."""
+
 Outcome = Literal["adopted", "absent", "foreign"]
 
 
@@ -175,6 +178,10 @@ def adopt(stack: str, project: str, work_dir: Path, env: Mapping[str, str]) -> l
         config = _provider_config(provider, (held or {}).get(provider_urn), package, stack, work_dir, env)
         try:
             with provider_probe(package, _version(config), config, env) as probe:
+                if any(r.type == NSG_RULE_TYPE for r in resources) and not config.get("subscriptionId"):
+                    # The subscription azure-native found by itself (ARM_SUBSCRIPTION_ID, the az CLI's account):
+                    # its own function says which.
+                    config = {**config, "subscriptionId": probe.invoke(_AZURE_CLIENT_CONFIG).get("subscriptionId")}
                 for resource in resources:
                     object_id = _object_id(resource, config)
                     live = probe.read(resource.urn, object_id)
@@ -201,7 +208,7 @@ def _object_id(resource: Planned, provider_config: Mapping[str, Any]) -> str:
         subscription = provider_config.get("subscriptionId")
         if not subscription:
             raise AdoptError(
-                "cannot name the NSG rules' ARM ids: the azure-native provider has no subscriptionId "
+                "cannot name the NSG rules' ARM ids: the azure-native provider knows no subscription "
                 "(set `pulumi config set azure-native:subscriptionId <id>`)"
             )
         return (

@@ -34,7 +34,7 @@ from ssh_gateway.plumbing.toolchain import REPO, pulumi_env
 
 from .cli import run
 from .conftest import StackFactory, stack_config, static_instance
-from .fake_azure import SUBSCRIPTION, FakeAzure
+from .fake_azure import SUBSCRIPTION, FakeAzure, rule_id
 from .provider_hold import ProviderHold, plugin_binary, provider_hold
 from .reliability import audit, kill_tree, recover, show, start_up, wait_until
 
@@ -252,10 +252,8 @@ def test_a_kill_right_after_an_nsg_rule_create_is_healed_by_recover_and_up(
     pytestconfig: pytest.Config,
 ) -> None:
     firewall = {"resourceGroup": "rg-gw", "nsgName": "nsg-gw", "sourceCidrs": ["203.0.113.0/24"]}
-    config = stack_config(emulator, [static_instance("vm-a")], firewall=firewall)
-    # recover names a rule by its ARM id, so it needs the subscription (its message says to set this).
-    config["azure-native:subscriptionId"] = SUBSCRIPTION
-    stack = make_stack(config)
+    # No azure-native:subscriptionId: recover asks the provider which subscription it found by itself.
+    stack = make_stack(stack_config(emulator, [static_instance("vm-a")], firewall=firewall))
     held = fake_azure.hold_after_create("ssh-gateway-vm-a")
 
     _kill_at_hold(stack, held, tmp_path / "up.log", {})
@@ -266,7 +264,7 @@ def test_a_kill_right_after_an_nsg_rule_create_is_healed_by_recover_and_up(
 
     report, text = _recover_then_up(stack)
 
-    assert [i.rsplit("/", 1)[1] for i in _adopted(report, NSG_RULE_TYPE)] == ["ssh-gateway-vm-a"], report
+    assert _adopted(report, NSG_RULE_TYPE) == [rule_id(SUBSCRIPTION, "rg-gw", "nsg-gw", "ssh-gateway-vm-a")], report
     result = audit(emulator, stack, ["vm-a"])
     show(
         pytestconfig,

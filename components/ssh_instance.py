@@ -9,10 +9,11 @@ host key and certificate from (both derived from the stack's secrets, `component
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import pulumi
 import pulumi_kubernetes as k8s
+from pulumi.output import UNKNOWN
 
 from providers.pangolin import PangolinTcpResource
 from ssh_gateway.core.host_identity import ssh_config_identity_lines
@@ -164,8 +165,13 @@ class SshInstance(pulumi.ComponentResource):
 
 
 def _assigned_node_port(spec: Any) -> int:
-    """The nodePort the API server assigned to the Service's only port."""
-    return int(spec.ports[0].node_port)
+    """The nodePort the API server assigned to the Service's only port; unknown in a preview whose Service create
+    the provider could not dry-run (client-side apply, or unknown inputs): it then plans the inputs, which have no
+    nodePort."""
+    node_port = spec.ports[0].node_port
+    if node_port is None and pulumi.runtime.is_dry_run():
+        return cast(int, UNKNOWN)  # serialized as the engine's unknown, as the SDK's own outputs are
+    return int(node_port)
 
 
 def _host_block(args: SshInstanceArgs, port: int) -> str:

@@ -135,17 +135,8 @@ class ConnectSshInstance(pulumi.ComponentResource):
         self.ssh_config = pulumi.Output.from_input(block)
         self.known_hosts = pinned
         self.host_key_line = issued if issued is not None else pinned
-        self.register_outputs(
-            {
-                "authority": self.authority,
-                "route": self.route,
-                "user": self.user,
-                "ssh_command": self.ssh_command,
-                "ssh_config": self.ssh_config,
-                "known_hosts": self.known_hosts,
-                "host_key_line": self.host_key_line,
-            }
-        )
+        # Nothing registered, as for `SshInstance`: the stack outputs are the one copy of these values in state.
+        self.register_outputs({})
 
     def _create_route(
         self,

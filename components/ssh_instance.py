@@ -119,17 +119,10 @@ class SshInstance(pulumi.ComponentResource):
         self.host_key_line = issued if issued is not None else pinned
         self.pangolin_resource_id = pangolin_resource.resource_id
         self.pangolin = pangolin_resource
-        self.register_outputs(
-            {
-                "host": self.host,
-                "port": self.port,
-                "user": self.user,
-                "ssh_command": self.ssh_command,
-                "ssh_config": self.ssh_config,
-                "known_hosts": self.known_hosts,
-                "pangolin_resource_id": self.pangolin_resource_id,
-            }
-        )
+        # Nothing registered: every value above reaches the stack outputs (endpoints, sshConfig, knownHosts), which
+        # are its one copy in state. A registered copy would add ~360 bytes per instance to the checkpoint, which
+        # the file backend rewrites at every step, and nothing reads a component's outputs.
+        self.register_outputs({})
 
     def _create_target(
         self, name: str, args: SshInstanceArgs, child: pulumi.ResourceOptions

@@ -2,11 +2,10 @@
 
 `shape: bare` is N no-op dynamic resources. `shape: graph` is this project's resource graph for static
 instances with the host identity on (the benchmark's config), with no-op providers (noop.py): the port table
-and the host CA; per instance a component with its Pangolin resource and its host key (taking the CA's keys,
-the private one a secret input) as children, each recorded with one stack frame as the project's are, and
-the component's registered outputs; the port check after every Pangolin resource; the stack outputs of the same
-keys and sizes. What only the project does - settings, the org's listing, real
-API calls, keys, certificates - is left out.
+and the host CA; per instance a component (no registered outputs) with its Pangolin resource as its child,
+each recorded with one stack frame as the project's are, the instance's public key derived from the root; the
+port check after every Pangolin resource; the stack outputs of the same keys and sizes. What only the project
+does - settings, the org's listing, real API calls, keys, certificates - is left out.
 """
 
 import pulumi
@@ -90,17 +89,7 @@ class Instance(pulumi.ComponentResource):
         self.host_key_line = pulumi.Output.unsecret(public.apply(lambda key: f"{host},[{host}]:* {key}"))
         self.resource_id = pangolin.resourceId
         self.pangolin = pangolin
-        self.register_outputs(
-            {
-                "host": host,
-                "port": port,
-                "user": user,
-                "ssh_command": self.ssh,
-                "ssh_config": self.ssh_config,
-                "known_hosts": "",
-                "pangolin_resource_id": self.resource_id,
-            }
-        )
+        self.register_outputs({})
 
 
 def _host_block(name: str, host: str, port: int, user: str) -> str:

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Final
 from ssh_gateway.plumbing.pulumi_cli import PulumiFailed, run_pulumi
 from ssh_gateway.plumbing.toolchain import REPO, ToolchainMissing, pulumi_env
 
-from . import gateway_config, recover, shards, up
+from . import gateway_config, host_identity_files, recover, shards, up
 from .command import Command, ExitCodes, Handler, exit_codes
 
 if TYPE_CHECKING:
@@ -643,6 +643,7 @@ COMMANDS: Final[tuple[Register, ...]] = (
     DRIFT_CHECK,
     PREVIEW_SUMMARY,
     SSH_CONFIG,
+    host_identity_files.COMMAND,
     gateway_config.command(_outputs_of),
     INSTANCES,
     recover.register,

@@ -29,6 +29,7 @@ COMMANDS = (
     "drift-check",
     "preview-summary",
     "ssh-config",
+    "host-identity",
     "gateway-config",
     "instances",
     "recover",

@@ -6,9 +6,8 @@ A first `up` skips its checkpoints (ssh_gateway/ops/up.py), which is safe only i
 in the Azure stand-in (fake_azure.py), through the real CLI and the emulator; the procedure is
 skip_checkpoints_kill.py, which the benchmark's kill row runs too.
 
-Static targets only: Services and Secrets are not yet proven after a lost first `up` (`UNPROVEN_TYPES` in
-adopt.py), so `ssh-gateway up` keeps every checkpoint for a fleet that makes them, and a kill would test the
-pending-operation path of test_reliability.py instead.
+Static targets only: no Kubernetes Service or Secret is among the creates here. Their adoption after a lost
+first `up` is test_recover_import.py's, against the real kube-apiserver.
 """
 
 from __future__ import annotations

@@ -212,7 +212,7 @@ def _kill_row(trials: list[KillTrial]) -> str:
     def total(count: Callable[[KillTrial], int]) -> int:
         return sum(count(t) for t in trials)
 
-    orphans = total(lambda t: len(t.pangolin.orphans) + len(t.rules.orphans))
+    orphans = total(lambda t: len(t.pangolin.orphans) + len(t.rules.orphans) + len(t.kube.orphans))
     failed = [f"{t.share:.0%}" for t in trials if not t.clean]
     return (
         f"**{orphans}** orphans, **{total(lambda t: len(t.pangolin.twins))}** twins, "

@@ -3,9 +3,10 @@ left (issue 19). The test (test_skip_checkpoints_kills.py) asserts on it; the be
 prints it. Pytest-free for that reason.
 
 A first `up` runs with `PULUMI_SKIP_CHECKPOINTS` (ssh_gateway/ops/up.py), so a killed one leaves no record at
-all: every Pangolin resource and NSG rule it made is unknown to the state. The trial kills the whole process
-tree once a given share of the fleet's creates has reached Pangolin (the emulator's create counter) and Azure
-(the stand-in's): counted, not timed, so the kill lands at the same point on a fast machine and a loaded one.
+all: every Pangolin resource, NSG rule, Service and Secret it made is unknown to the state. The trial kills
+the whole process tree once a given share of the fleet's creates has reached Pangolin (the emulator's create
+counter) and Azure (the stand-in's): counted, not timed, so the kill lands at the same point on a fast machine
+and a loaded one.
 """
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ from typing import Any, Final
 from pulumi import automation as auto
 
 from pangolin_emulator.harness import EmulatorHandle
-from ssh_gateway.core.names import NSG_RULE_TYPE, nsg_rule_name, owner_prefix, stack_marked
+from ssh_gateway.core.names import NSG_RULE_TYPE, SECRET_TYPE, SERVICE_TYPE, nsg_rule_name, owner_prefix, stack_marked
+from ssh_gateway.local.control_plane import ControlPlane
 from ssh_gateway.ops.up import holds_resources
 from ssh_gateway.plumbing.toolchain import REPO
 
@@ -66,6 +68,28 @@ class RuleAudit:
 
 
 @dataclass(frozen=True)
+class Cluster:
+    """Where the Services and Secrets of the fleet's Kubernetes instances are: a real kube-apiserver, a namespace."""
+
+    plane: ControlPlane
+    namespace: str
+
+
+@dataclass(frozen=True)
+class KubeAudit:
+    """How the stack's state and the namespace's Services and Secrets disagree."""
+
+    orphans: list[str]
+    """`<kind>/<name>` in the namespace that the state does not hold."""
+    missing: list[str]
+    """`<kind>/<name>` the state holds that the namespace does not have."""
+
+    @property
+    def clean(self) -> bool:
+        return not (self.orphans or self.missing)
+
+
+@dataclass(frozen=True)
 class KillTrial:
     """One trial: what the kill left, what `recover` did, and what the `up` after it left."""
 
@@ -85,9 +109,12 @@ class KillTrial:
     recover_exit: int
     recover_done: list[str]
     rules_adopted: int
+    kube_adopted: int
+    """Services and Secrets `recover` imported."""
     up_exit: int
     pangolin: Audit
     rules: RuleAudit
+    kube: KubeAudit
     preview_clean: bool
     seconds: dict[str, float] = field(default_factory=dict)
     """Wall time of each phase: `until kill`, `recover`, `up`, `audit`."""
@@ -105,6 +132,7 @@ class KillTrial:
             and not self.moved
             and self.pangolin.clean
             and self.rules.clean
+            and self.kube.clean
             and self.preview_clean
         )
 
@@ -112,14 +140,16 @@ class KillTrial:
         """One line of counts."""
         p, r = self.pangolin, self.rules
         pangolin_made, rules_made = self.made_at_kill
+        orphans = len(p.orphans) + len(r.orphans) + len(self.kube.orphans)
         return (
             f"kill -9 at {self.share:.0%} ({pangolin_made} Pangolin resources and {rules_made} NSG rules made of "
             f"{self.planned}; {self.processes_killed} processes; checkpoints skipped: "
             f"{self.said_skipping and not self.held_at_kill}); recover exit {self.recover_exit}, "
-            f"{self.rules_adopted} NSG rules imported; up exit {self.up_exit}: orphans "
-            f"{len(p.orphans) + len(r.orphans)}, twins {len(p.twins)}, pending {p.pending}, ports bound twice "
-            f"{len(p.doubly_bound)}, ports moved {len(self.moved)}, instances not served {len(p.missing)}, rules "
-            f"missing {len(r.missing)} or at the wrong port {len(r.wrong_port)}; "
+            f"{self.rules_adopted} NSG rules and {self.kube_adopted} Services and Secrets imported; "
+            f"up exit {self.up_exit}: orphans {orphans}, twins {len(p.twins)}, pending {p.pending}, "
+            f"ports bound twice {len(p.doubly_bound)}, ports moved {len(self.moved)}, instances not served "
+            f"{len(p.missing)}, rules missing {len(r.missing)} or at the wrong port {len(r.wrong_port)}, "
+            f"Kubernetes objects missing {len(self.kube.missing)}; "
             f"preview {'clean' if self.preview_clean else 'NOT clean'}; "
             + ", ".join(f"{phase} {seconds:.0f} s" for phase, seconds in self.seconds.items())
         )
@@ -134,11 +164,13 @@ def kill_first_up(
     logs: Path,
     *,
     env: dict[str, str] | None = None,
+    cluster: Cluster | None = None,
     timeout: float = 900,
 ) -> KillTrial:
     """Run the trial on `stack` (new, its config with `FIREWALL_CONFIG`, `instances` its fleet): `ssh-gateway up`
     killed once `share` of its creates are made, `ssh-gateway recover`, `ssh-gateway up`. `env` over the offline
-    toolchain's for every command (e.g. `PULUMI_DEBUG_PROVIDERS` naming the stand-in)."""
+    toolchain's for every command (e.g. `PULUMI_DEBUG_PROVIDERS` naming the stand-in); `cluster` where the
+    fleet's Services and Secrets are, if it has any."""
     planned = 2 * len(instances)
     target = max(1, math.ceil(share * planned))
     clock = _Phases()
@@ -165,6 +197,7 @@ def kill_first_up(
     bound = _bound_ports(emulator, stack)
     pangolin = audit(emulator, stack, instances)
     rules = _audit_rules(azure, stack, instances, bound)
+    kube = _audit_kube(cluster, stack) if cluster is not None else KubeAudit(orphans=[], missing=[])
     preview = pulumi("preview", "--expect-no-changes", "--non-interactive", "--stack", stack.name, env=env)
     clock.lap("audit")
     return KillTrial(
@@ -177,10 +210,12 @@ def kill_first_up(
         moved=sorted(name for name, port in ports_at_kill.items() if bound.get(name) != port),
         recover_exit=recovered.returncode,
         recover_done=list(report.get("done") or [recovered.stderr.strip()[-500:]]),
-        rules_adopted=sum(a["type"] == NSG_RULE_TYPE and a["outcome"] == "adopted" for a in report.get("adopted", [])),
+        rules_adopted=_adopted(report, (NSG_RULE_TYPE,)),
+        kube_adopted=_adopted(report, (SERVICE_TYPE, SECRET_TYPE)),
         up_exit=second.returncode,
         pangolin=pangolin,
         rules=rules,
+        kube=kube,
         preview_clean=preview.returncode == 0,
         seconds=clock.laps,
         logs={
@@ -219,6 +254,27 @@ def _audit_rules(azure: FakeAzure, stack: auto.Stack, instances: list[str], boun
         elif str(props.get("destinationPortRange")) != bound.get(instance):
             wrong_port.append(instance)
     return RuleAudit(orphans=sorted(set(ours) - held), missing=missing, wrong_port=wrong_port)
+
+
+def _adopted(report: dict[str, Any], types: tuple[str, ...]) -> int:
+    return sum(a["type"] in types and a["outcome"] == "adopted" for a in report.get("adopted", []))
+
+
+_KINDS: Final = {SERVICE_TYPE: "services", SECRET_TYPE: "secrets"}
+
+
+def _audit_kube(cluster: Cluster, stack: auto.Stack) -> KubeAudit:
+    held = {
+        f"{_KINDS[r['type']]}/{(r.get('outputs') or {}).get('metadata', {}).get('name')}"
+        for r in (stack.export_stack().deployment or {}).get("resources", [])
+        if r["type"] in _KINDS
+    }
+    live = set()
+    with cluster.plane.client() as api:
+        for kind in _KINDS.values():
+            listed = api.get(f"/api/v1/namespaces/{cluster.namespace}/{kind}").raise_for_status().json()
+            live |= {f"{kind}/{item['metadata']['name']}" for item in listed["items"]}
+    return KubeAudit(orphans=sorted(live - held), missing=sorted(held - live))
 
 
 class _Phases:

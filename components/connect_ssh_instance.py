@@ -87,9 +87,6 @@ class ConnectSshInstance(pulumi.ComponentResource):
     """A plain known_hosts line under the HostKeyAlias when a host key is pinned, else empty."""
     host_key_line: pulumi.Output[str]
     """A plain known_hosts line (under the HostKeyAlias) for the key the instance serves, issued or pinned."""
-    identity_files: pulumi.Output[dict[str, str] | None]
-    """The issued files when no Secret delivers them (rendered manifests), else None. Secret. Not a registered
-    output: the stack output `hostIdentities` is its one copy in state."""
 
     def __init__(self, name: str, args: ConnectSshInstanceArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         # The alias lets an instance switch from routing port to connect: its Service keeps its URN (updated in
@@ -137,19 +134,9 @@ class ConnectSshInstance(pulumi.ComponentResource):
             )
         self.ssh_config = pulumi.Output.from_input(block)
         self.known_hosts = pinned
-        self.host_key_line = issued[0] if issued else pinned
-        self.identity_files = issued[1] if issued else pulumi.Output.from_input(None)
-        self.register_outputs(
-            {
-                "authority": self.authority,
-                "route": self.route,
-                "user": self.user,
-                "ssh_command": self.ssh_command,
-                "ssh_config": self.ssh_config,
-                "known_hosts": self.known_hosts,
-                "host_key_line": self.host_key_line,
-            }
-        )
+        self.host_key_line = issued if issued is not None else pinned
+        # Nothing registered, as for `SshInstance`: the stack outputs are the one copy of these values in state.
+        self.register_outputs({})
 
     def _create_route(
         self,

@@ -1,21 +1,24 @@
 """An instance's issued host identity, the same for both routings.
 
-`issue_host_identity` derives the instance's host key and certificate from the stack's host-key root and CA
+`issue_host_identity` derives the instance's host key from the stack's host-key root
 (`ssh_gateway.core.derived_identity`: the same bytes on every run, so nothing per instance is kept in state)
-and, for an instance behind a Service, registers the `ssh-<instance>-host-key` Secret its pod mounts them
-from. `SshInstance` and `ConnectSshInstance` both call it, so an instance keeps its key whichever routing it has.
+and, for an instance behind a Service, its certificate from the stack's CA and the `ssh-<instance>-host-key`
+Secret its pod mounts both from. An instance no Secret serves (a static target, rendered manifests) gets its
+files from `ssh-gateway host-identity` (ssh_gateway/ops/host_identity_files.py), which derives the same bytes
+on demand: kept in no output, they cost no state. `SshInstance` and `ConnectSshInstance` both call it, so an
+instance keeps its key whichever routing it has.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pulumi
 import pulumi_kubernetes as k8s
 
-from ssh_gateway.core.derived_identity import DerivedIdentity, derive_identity
+from ssh_gateway.core.derived_identity import DerivedIdentity, derive_identity, derived_host_key
 from ssh_gateway.core.host_identity import secret_files
+from ssh_gateway.core.issued_identity import IssuedIdentity
 from ssh_gateway.core.names import Role, child_name, host_key_secret_name
 from ssh_gateway.core.targets import ServiceSpec
 from ssh_gateway.core.trust import plain_line
@@ -41,19 +44,13 @@ class Signing:
 class HostIdentityArgs:
     """The instance's issued host identity: what its certificate says, and the stack secrets it comes from."""
 
-    principals: Sequence[str]
-    """Every name a client checks the certificate against (never a port)."""
+    issued: IssuedIdentity
+    """The principals, key id, key generation and validity (`ssh_gateway.core.issued_identity`)."""
     signing: Signing
     """The stack's root and signing CA."""
-    valid_days: int
-    """How long a certificate is valid; certificates move to the next window with a third of it left."""
-    generation: int
-    """The host key's generation: bumping it rotates the key."""
-    key_id: str
-    """The certificate's key id, shown in sshd's log and `ssh -v`."""
     secret: bool
-    """Deliver the files in a Kubernetes Secret next to the Service; else they are returned for the stack output
-    `hostIdentities` (static targets, rendered manifests)."""
+    """Deliver the files in a Kubernetes Secret next to the Service; else only the public key is derived here
+    (static targets, rendered manifests: the operator derives the files with `ssh-gateway host-identity`)."""
 
 
 def issue_host_identity(
@@ -63,15 +60,21 @@ def issue_host_identity(
     identity: HostIdentityArgs,
     lookup: str,
     service: ServiceSpec | None,
-) -> tuple[pulumi.Output[str], pulumi.Output[dict[str, str] | None]]:
-    """The instance's key and certificate, derived from the stack's secrets (no resource of its own) and, for an
-    instance behind a Service (`service`), the Secret the pod mounts them from.
+) -> pulumi.Output[str]:
+    """The plain known_hosts line (under `lookup`) of the instance's key, derived from the stack's root (no
+    resource of its own); for an instance behind a Service (`service`), also the Secret its pod mounts the key
+    and certificate from.
 
-    Returns the plain known_hosts line (under `lookup`) of the key, and the files when no Secret delivers them.
     What the key is derived from names neither the port, the Service, the target nor the routing, so none of
     them ever changes it.
     """
-    principals = tuple(identity.principals)
+    issued = identity.issued
+    if not (identity.secret and service is not None):
+        # No Secret to fill: the public key is all the stack publishes (hostKeys); no certificate is signed.
+        public = pulumi.Output.from_input(identity.signing.root).apply(
+            lambda root: derived_host_key(root, instance, issued.generation).public_key
+        )
+        return pulumi.Output.unsecret(public.apply(lambda key: plain_line(lookup, key)))
 
     def derive(secrets: list[str]) -> DerivedIdentity:
         root, ca_seed = secrets
@@ -79,26 +82,20 @@ def issue_host_identity(
             root=root,
             ca_seed=ca_seed,
             instance=instance,
-            generation=identity.generation,
-            principals=principals,
-            key_id=identity.key_id,
-            valid_days=identity.valid_days,
+            generation=issued.generation,
+            principals=issued.principals,
+            key_id=issued.key_id,
+            valid_days=issued.valid_days,
             now=identity.signing.now,
         )
 
     derived = pulumi.Output.all(identity.signing.root, identity.signing.ca_seed).apply(derive)
-    # The public key is public: unsecret it, or every output it reaches (hostKeys) would be hidden too.
-    line = pulumi.Output.unsecret(derived.apply(lambda d: plain_line(lookup, d.public_key)))
-    if identity.secret and service is not None:
-        files = derived.apply(
-            lambda d: secret_files(private_key=d.private_key, public_key=d.public_key, certificate=d.certificate)
-        )
-        _create_secret(name, instance, service, files, pulumi.ResourceOptions(parent=parent))
-        return line, pulumi.Output.from_input(None)
-    issued = derived.apply(
-        lambda d: {"privateKey": d.private_key, "publicKey": d.public_key, "certificate": d.certificate}
+    files = derived.apply(
+        lambda d: secret_files(private_key=d.private_key, public_key=d.public_key, certificate=d.certificate)
     )
-    return line, pulumi.Output.secret(issued)
+    _create_secret(name, instance, service, files, pulumi.ResourceOptions(parent=parent))
+    # The public key is public: unsecret it, or every output it reaches (hostKeys) would be hidden too.
+    return pulumi.Output.unsecret(derived.apply(lambda d: plain_line(lookup, d.public_key)))
 
 
 def _create_secret(

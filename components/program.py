@@ -28,6 +28,7 @@ from ssh_gateway.core.credentials import find_api_key
 from ssh_gateway.core.derived_names import check_derived_names
 from ssh_gateway.core.firewall import Sources, connect_priority, nsg_priority
 from ssh_gateway.core.host_identity import cert_authority_lines, private_seed
+from ssh_gateway.core.issued_identity import issued_identity
 from ssh_gateway.core.names import (
     CONNECT_ENTRY,
     HOST_KEY_ROOT_NAME,
@@ -56,10 +57,8 @@ from ssh_gateway.core.settings import (
 from ssh_gateway.core.trust import (
     ca_comment,
     ca_patterns,
-    connect_principals,
     host_key_alias,
     known_hosts_file,
-    principals,
 )
 
 from .connect_entry import ConnectEntry, ConnectEntryArgs
@@ -243,7 +242,6 @@ def build(settings: Settings, *, org: OrgView, project: str, stack: str) -> dict
         # pending Output costs the SDK's wait loop a callback per resource that completes (quadratic in N).
         "hostKeys": {i.name: instances[i.name].host_key_line for i in settings.instances if _has_host_key(settings, i)},
         "hostCa": _host_ca(settings, authorities),
-        "hostIdentities": _host_identities(settings, instances),
         "allocations": allocated,
         "releasedPorts": allocation.released if allocation is not None else [],
         "portRange": str(port_range) if port_range is not None else None,
@@ -368,8 +366,6 @@ def _connect_instance_args(
     stack: str,
 ) -> ConnectSshInstanceArgs:
     route = settings.connect_instance(inst)
-    # The certificate's key id names the instance the way a port-mode one's does (its own Pangolin name).
-    key_id = pangolin_resource_name(project, stack, inst.name)
     return ConnectSshInstanceArgs(
         instance=inst.name,
         user=inst.user,
@@ -379,9 +375,7 @@ def _connect_instance_args(
         entry=plan.entry,
         server_alive_interval=plan.settings.server_alive_interval,
         host_key=inst.host_key,
-        host_identity=_host_identity_args(
-            settings, inst, signing, key_id=key_id, names=connect_principals(route.authority, inst.name)
-        ),
+        host_identity=_host_identity_args(settings, inst, signing, project=project, stack=stack),
         known_hosts_file=known_hosts_file(stack) if inst.host_key or settings.issues_host_key(inst) else None,
     )
 
@@ -429,7 +423,7 @@ def _instance_args(
         target=settings.target_of(inst),
         firewall=firewall,
         host_key=inst.host_key,
-        host_identity=_host_identity_args(settings, inst, signing, key_id=name),
+        host_identity=_host_identity_args(settings, inst, signing, project=project, stack=stack),
         host_key_alias=host_key_alias(settings.gateway.host_template, inst.name),
         known_hosts_file=known_hosts_file(stack) if inst.host_key or settings.issues_host_key(inst) else None,
     )
@@ -438,21 +432,6 @@ def _instance_args(
 def _has_host_key(settings: Settings, inst: Instance) -> bool:
     """Whether the instance serves a key that the stack vouches for: pinned, or issued."""
     return inst.host_key is not None or settings.issues_host_key(inst)
-
-
-def _host_identities(
-    settings: Settings, instances: dict[str, SshInstance | ConnectSshInstance]
-) -> pulumi.Output[dict[str, dict[str, str]]]:
-    """The issued identities no Secret delivers (static targets, rendered manifests), for the operator to
-    install: instance -> privateKey, publicKey, certificate. A secret output as a whole."""
-    issued = [i.name for i in settings.instances if settings.issues_host_key(i) and not settings.delivers_secret(i)]
-    # `Output.all()` of nothing is a list, not a dict.
-    files: pulumi.Output[dict[str, dict[str, str]]] = (
-        pulumi.Output.all(**{name: instances[name].identity_files for name in issued})
-        if issued
-        else pulumi.Output.from_input({})
-    )
-    return pulumi.Output.secret(files)
 
 
 def _ca_line(patterns: tuple[str, ...], comment: str, ca_public_key: str) -> str:
@@ -479,25 +458,12 @@ def _signing(settings: Settings, authorities: dict[int, SshHostCa]) -> Signing |
 
 
 def _host_identity_args(
-    settings: Settings,
-    inst: Instance,
-    signing: Signing | None,
-    *,
-    key_id: str,
-    names: tuple[str, ...] | None = None,
+    settings: Settings, inst: Instance, signing: Signing | None, *, project: str, stack: str
 ) -> HostIdentityArgs | None:
-    """`names`: the certificate's principals (default: a port-mode instance's public host and alias)."""
-    identity = settings.host_identity
-    if not isinstance(identity, HostIdentityOn) or signing is None or not settings.issues_host_key(inst):
+    issued = issued_identity(settings, inst, project=project, stack=stack)
+    if issued is None or signing is None:
         return None
-    return HostIdentityArgs(
-        principals=names or principals(settings.gateway.host_template, inst.name),
-        signing=signing,
-        valid_days=identity.valid_days,
-        generation=inst.host_key_generation,
-        key_id=key_id,
-        secret=settings.delivers_secret(inst),
-    )
+    return HostIdentityArgs(issued=issued, signing=signing, secret=settings.delivers_secret(inst))
 
 
 def _host_ca(settings: Settings, authorities: dict[int, SshHostCa]) -> list[dict[str, pulumi.Input[object]]]:

@@ -9,10 +9,11 @@ host key and certificate from (both derived from the stack's secrets, `component
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import pulumi
 import pulumi_kubernetes as k8s
+from pulumi.output import UNKNOWN
 
 from providers.pangolin import PangolinTcpResource
 from ssh_gateway.core.host_identity import ssh_config_identity_lines
@@ -78,10 +79,6 @@ class SshInstance(pulumi.ComponentResource):
     host_key_line: pulumi.Output[str]
     """A plain known_hosts line for the key the instance serves, issued or pinned; empty when neither. Not a
     registered output: the stack output `hostKeys` is its one copy in state."""
-    identity_files: pulumi.Output[dict[str, str] | None]
-    """The issued `privateKey`, `publicKey` and `certificate` when no Secret delivers them (a static target,
-    rendered manifests), for the operator to install; else None. Secret. Not a registered output: the stack
-    output `hostIdentities` is its one copy in state (each copy is rewritten at every checkpoint)."""
     pangolin_resource_id: pulumi.Output[int]
     pangolin: PangolinTcpResource
     """The instance's Pangolin resource: what the stack's port check runs after."""
@@ -119,21 +116,13 @@ class SshInstance(pulumi.ComponentResource):
         self.ssh_command = port.apply(lambda p: f"ssh -p {p} {args.user}@{args.public_host}")
         self.ssh_config = port.apply(lambda p: _host_block(args, p))
         self.known_hosts = pinned
-        self.host_key_line = issued[0] if issued else pinned
-        self.identity_files = issued[1] if issued else pulumi.Output.from_input(None)
+        self.host_key_line = issued if issued is not None else pinned
         self.pangolin_resource_id = pangolin_resource.resource_id
         self.pangolin = pangolin_resource
-        self.register_outputs(
-            {
-                "host": self.host,
-                "port": self.port,
-                "user": self.user,
-                "ssh_command": self.ssh_command,
-                "ssh_config": self.ssh_config,
-                "known_hosts": self.known_hosts,
-                "pangolin_resource_id": self.pangolin_resource_id,
-            }
-        )
+        # Nothing registered: every value above reaches the stack outputs (endpoints, sshConfig, knownHosts), which
+        # are its one copy in state. A registered copy would add ~360 bytes per instance to the checkpoint, which
+        # the file backend rewrites at every step, and nothing reads a component's outputs.
+        self.register_outputs({})
 
     def _create_target(
         self, name: str, args: SshInstanceArgs, child: pulumi.ResourceOptions
@@ -176,8 +165,13 @@ class SshInstance(pulumi.ComponentResource):
 
 
 def _assigned_node_port(spec: Any) -> int:
-    """The nodePort the API server assigned to the Service's only port."""
-    return int(spec.ports[0].node_port)
+    """The nodePort the API server assigned to the Service's only port; unknown in a preview whose Service create
+    the provider could not dry-run (client-side apply, or unknown inputs): it then plans the inputs, which have no
+    nodePort."""
+    node_port = spec.ports[0].node_port
+    if node_port is None and pulumi.runtime.is_dry_run():
+        return cast(int, UNKNOWN)  # serialized as the engine's unknown, as the SDK's own outputs are
+    return int(node_port)
 
 
 def _host_block(args: SshInstanceArgs, port: int) -> str:

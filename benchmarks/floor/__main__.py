@@ -2,19 +2,16 @@
 
 `shape: bare` is N no-op dynamic resources. `shape: graph` is this project's resource graph for static
 instances with the host identity on (the benchmark's config), with no-op providers (noop.py): the port table
-and the host CA; per instance a component with its Pangolin resource and its host key (taking the CA's keys,
-the private one a secret input) as children, each recorded with one stack frame as the project's are, and
-the component's registered outputs; the port check after every Pangolin resource; the stack outputs of the same
-keys and sizes (`hostIdentities` a secret). What only the project does - settings, the org's listing, real
-API calls, keys, certificates - is left out.
+and the host CA; per instance a component (no registered outputs) with its Pangolin resource as its child,
+each recorded with one stack frame as the project's are, the instance's public key derived from the root; the
+port check after every Pangolin resource; the stack outputs of the same keys and sizes. What only the project
+does - settings, the org's listing, real API calls, keys, certificates - is left out.
 """
 
 import pulumi
 
 # A module beside this program (the floor's own project dir, not a package): mypy checks it as benchmarks.floor.noop.
 from noop import (  # type: ignore[import-not-found]
-    CERTIFICATE,
-    PRIVATE_KEY,
     PUBLIC_KEY,
     Noop,
     NoopAllocation,
@@ -82,28 +79,17 @@ class Instance(pulumi.ComponentResource):
                 child,
             )
             host = public_host(template, name)
-            # The key and certificate are derived in the program from the root (no resource): strings as long.
-            derived = pulumi.Output.secret(root.privateKey).apply(lambda _: (PRIVATE_KEY, PUBLIC_KEY, CERTIFICATE))
+            # The public key is derived in the program from the root (no resource): a string as long.
+            public = pulumi.Output.secret(root.privateKey).apply(lambda _: PUBLIC_KEY)
         user = "root"
         self.port = port
         self.host = host
         self.ssh = port.apply(lambda p: f"ssh -p {p} {user}@{host}")
         self.ssh_config = port.apply(lambda p: _host_block(name, host, p, user))
-        self.host_key_line = pulumi.Output.unsecret(derived.apply(lambda d: f"{host},[{host}]:* {d[1]}"))
-        self.files = derived.apply(lambda d: {"privateKey": d[0], "publicKey": d[1], "certificate": d[2]})
+        self.host_key_line = pulumi.Output.unsecret(public.apply(lambda key: f"{host},[{host}]:* {key}"))
         self.resource_id = pangolin.resourceId
         self.pangolin = pangolin
-        self.register_outputs(
-            {
-                "host": host,
-                "port": port,
-                "user": user,
-                "ssh_command": self.ssh,
-                "ssh_config": self.ssh_config,
-                "known_hosts": "",
-                "pangolin_resource_id": self.resource_id,
-            }
-        )
+        self.register_outputs({})
 
 
 def _host_block(name: str, host: str, port: int, user: str) -> str:
@@ -146,8 +132,6 @@ def graph() -> dict[str, object]:
         {"apiUrl": API_URL, "orgId": ORG_ID, "ownerPrefix": prefix, "ports": table.ports},
         pulumi.ResourceOptions(depends_on=[i.pangolin for i in instances.values()]),
     )
-    files: pulumi.Output[dict[str, dict[str, str]]] = pulumi.Output.all(**{n: i.files for n, i in instances.items()})
-    identities: pulumi.Output[dict[str, dict[str, str]]] = pulumi.Output.secret(files)
     patterns = f"{public_host(template, '*')},[{public_host(template, '*')}]:*"
     return {
         "endpoints": {
@@ -168,7 +152,6 @@ def graph() -> dict[str, object]:
         ),
         "hostKeys": {n: i.host_key_line for n, i in instances.items()},
         "hostCa": [{"generation": 1, "publicKey": ca.publicKey, "fingerprint": ca.fingerprint, "signing": True}],
-        "hostIdentities": identities,
         "allocations": table.ports,
         "releasedPorts": table.released,
         "portRange": f"{first}-{last}",

@@ -23,12 +23,11 @@ from ssh_gateway.core.names import (
     PANGOLIN_MODULE,
 )
 
-# As long as the real ones: an OpenSSH Ed25519 private key file, `ssh-ed25519 AAAA...`, `SHA256:...`, a host
-# certificate (providers/host_identity).
+# As long as the real ones: an OpenSSH Ed25519 private key file, `ssh-ed25519 AAAA...`, `SHA256:...`
+# (providers/host_identity).
 PRIVATE_KEY = "-----BEGIN OPENSSH PRIVATE KEY-----\n" + ("b" * 70 + "\n") * 5 + "-----END OPENSSH PRIVATE KEY-----\n"
 PUBLIC_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAA" + "I" * 44
 FINGERPRINT = "SHA256:" + "f" * 43
-CERTIFICATE = "ssh-ed25519-cert-v01@openssh.com AAAAIHNzaC1lZDI1NTE5LWNlcnQtdjAxQG9wZW5zc2guY29t" + "c" * 340
 
 
 class Echo(ResourceProvider):

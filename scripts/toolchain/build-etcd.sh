@@ -13,20 +13,9 @@ here=$(cd "$(dirname "$0")" && pwd)
 begin_build "$1"
 
 cd "$work"
-cat > go.mod <<MOD
-module example.invalid/etcd-toolchain
-
-go 1.26
-
+wrapper_module etcd 1.26 go.etcd.io/etcd/server/v3 <<MOD
 require go.etcd.io/etcd/server/v3 v$ETCD_VERSION
 MOD
-cat > tools.go <<'SRC'
-//go:build tools
-
-package tools
-
-import _ "go.etcd.io/etcd/server/v3"
-SRC
 with_progress "resolve etcd v$ETCD_VERSION modules" "$work/tidy.log" go mod tidy
 with_progress "build etcd v$ETCD_VERSION" "$work/build.log" \
   go build -trimpath -buildvcs=false -ldflags "-s -w" -o "$work/out/bin/etcd" go.etcd.io/etcd/server/v3

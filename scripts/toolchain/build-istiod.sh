@@ -14,24 +14,11 @@ here=$(cd "$(dirname "$0")" && pwd)
 begin_build "$1"
 
 cd "$work"
-cat > go.mod <<MOD
-module example.invalid/istiod-toolchain
-
-go 1.26.0
-
+# pilot-discovery's main package imports these two; a main package cannot be imported, so these stand in for it in tidy.
+wrapper_module istiod 1.26.0 \
+  github.com/KimMachineGun/automemlimit istio.io/istio/pilot/cmd/pilot-discovery/app <<MOD
 require istio.io/istio $ISTIO_MODULE_VERSION
 MOD
-# pilot-discovery's main package imports these two; a main package cannot be imported, so these stand in for it in tidy.
-cat > tools.go <<'SRC'
-//go:build tools
-
-package tools
-
-import (
-	_ "github.com/KimMachineGun/automemlimit"
-	_ "istio.io/istio/pilot/cmd/pilot-discovery/app"
-)
-SRC
 with_progress "resolve istio.io/istio $ISTIO_MODULE_VERSION modules" "$work/tidy.log" go mod tidy
 # No version ldflags: upstream stamps a release tag, and this source has none (istiod reports "unknown").
 with_progress "build pilot-discovery" "$work/build.log" \

@@ -15,20 +15,9 @@ begin_build "$1"
 version=v$KUBE_APISERVER_VERSION
 staging=v0.${KUBE_APISERVER_VERSION#1.}
 cd "$work"
-cat > go.mod <<MOD
-module example.invalid/kube-apiserver-toolchain
-
-go 1.26
-
+wrapper_module kube-apiserver 1.26 k8s.io/kubernetes/cmd/kube-apiserver <<MOD
 require k8s.io/kubernetes $version
 MOD
-cat > tools.go <<'SRC'
-//go:build tools
-
-package tools
-
-import _ "k8s.io/kubernetes/cmd/kube-apiserver"
-SRC
 upstream_mod=$(go mod download -json "k8s.io/kubernetes@$version" \
   | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d.get("GoMod") or sys.exit(d.get("Error")))')
 modules=$(grep -oE '^\s*k8s\.io/[a-z0-9-]+ => \./staging/' "$upstream_mod" | awk '{print $1}')

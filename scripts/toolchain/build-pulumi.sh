@@ -10,11 +10,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 begin_build "$1"
 
 cd "$work"
-cat > go.mod <<MOD
-module example.invalid/pulumi-toolchain
-
-go 1.26
-
+wrapper_module pulumi 1.26 github.com/pulumi/pulumi/pkg/v3/cmd/pulumi <<MOD
 require (
 	github.com/pulumi/pulumi/pkg/v3 $PULUMI_VERSION
 	github.com/pulumi/pulumi/sdk/v3 $PULUMI_VERSION
@@ -23,13 +19,6 @@ require (
 // Copied from pkg/go.mod at the tag: the only replace there that is not a relative path.
 replace github.com/atotto/clipboard => ${CLIPBOARD_REPLACE/@/ }
 MOD
-cat > tools.go <<'SRC'
-//go:build tools
-
-package tools
-
-import _ "github.com/pulumi/pulumi/pkg/v3/cmd/pulumi"
-SRC
 with_progress "resolve pulumi $PULUMI_VERSION modules" "$work/tidy.log" go mod tidy
 ldflags="-s -w -X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=$PULUMI_VERSION"
 with_progress "build pulumi $PULUMI_VERSION" "$work/build.log" \

@@ -53,3 +53,21 @@ finish_build() {
   mkdir -p "$(dirname "$dest")"
   rm -rf "$dest.tmp" && mv "$work/out" "$dest.tmp" && rm -rf "$dest" && mv "$dest.tmp" "$dest"
 }
+
+# The wrapper module of a build whose main package `go install …@version` refuses (its module has replace
+# directives) or cannot import: $work/go.mod, the module example.invalid/NAME-toolchain at go GO_VERSION with the
+# directives read from stdin (its require and replace lines), and $work/tools.go, which imports each PACKAGE
+# under the `tools` tag, so that `go mod tidy` resolves them as the required modules' own go.mod files say.
+# wrapper_module NAME GO_VERSION PACKAGE... <<MOD
+# require example.org/module vX.Y.Z
+# MOD
+wrapper_module() {
+  local name=$1 go_version=$2 package
+  shift 2
+  { printf 'module example.invalid/%s-toolchain\n\ngo %s\n\n' "$name" "$go_version"; cat; } > "$work/go.mod"
+  {
+    printf '//go:build tools\n\npackage tools\n\nimport (\n'
+    for package in "$@"; do printf '\t_ "%s"\n' "$package"; done
+    printf ')\n'
+  } > "$work/tools.go"
+}

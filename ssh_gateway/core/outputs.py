@@ -19,7 +19,6 @@ __all__ = [
     "CONNECT",
     "ENDPOINTS",
     "ENVOY_CONFIG",
-    "HOST_IDENTITIES",
     "KNOWN_HOSTS",
     "PANGOLIN",
     "SSH_CONFIG",
@@ -60,7 +59,6 @@ CONNECT: Final = "connect"
 SSH_CONFIG: Final = "sshConfig"
 KNOWN_HOSTS: Final = "knownHosts"
 ENVOY_CONFIG: Final = "envoyConfig"
-HOST_IDENTITIES: Final = "hostIdentities"
 
 DEFAULT_ROUTING: Final = Routing.PORT
 """An endpoint without `routing`: the program before CONNECT routing wrote only port-mode ones."""
@@ -112,7 +110,6 @@ class StackOutputs:
     known_hosts: str
     envoy_config: str
     connect: ConnectOutput | None = None
-    host_identities: Mapping[str, Any] = field(default_factory=dict)
     has_ssh_config: bool = True
     """Whether the stack has an `sshConfig` output at all (a stack never brought `up` has none)."""
 
@@ -155,8 +152,6 @@ def read_outputs(outputs: Mapping[str, Any]) -> StackOutputs:
     endpoints = dict(outputs.get(ENDPOINTS) or {})
     connect = outputs.get(CONNECT)
     pangolin = dict(outputs.get(PANGOLIN) or {})
-    # A secret output: `pulumi stack output --json` without --show-secrets prints it as "[secret]".
-    identities = outputs.get(HOST_IDENTITIES)
     return StackOutputs(
         endpoints={name: _endpoint(ep) for name, ep in sorted(endpoints.items())},
         pangolin_url=str(pangolin["url"]) if pangolin.get("url") else None,
@@ -164,6 +159,5 @@ def read_outputs(outputs: Mapping[str, Any]) -> StackOutputs:
         known_hosts=str(outputs.get(KNOWN_HOSTS) or ""),
         envoy_config=str(outputs.get(ENVOY_CONFIG) or ""),
         connect=_connect(connect) if isinstance(connect, Mapping) else None,
-        host_identities=dict(identities) if isinstance(identities, Mapping) else {},
         has_ssh_config=SSH_CONFIG in outputs,
     )

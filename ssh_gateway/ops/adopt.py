@@ -12,8 +12,9 @@ So `adopt`:
 
 1. previews the stack (`pulumi preview --json`) and takes the planned creates of the adoptable types;
 2. reads each object by its deterministic id (`<namespace>/<name>`, or the NSG rule's ARM id) through its
-   provider (`provider_probe`): absent objects are left to the next `up` to create, and one absent object
-   must not fail the batch, which `pulumi import` would;
+   provider (`provider_probe`), configured with the inputs the preview plans for it or, when the preview
+   leaves it unchanged (and so shows no step for it), the state holds: absent objects are left to the next
+   `up` to create, and one absent object must not fail the batch, which `pulumi import` would;
 3. keeps the objects that carry this stack's mark (`STACK_MARK` annotation on a Kubernetes object, the
    `[stack <project>/<stack>]` end of an NSG rule's description): an object of that name without it is
    someone else's, never adopted by its name alone (reported as `foreign`);
@@ -56,7 +57,6 @@ from ssh_gateway.core.names import (
 __all__ = [
     "ADOPTABLE_TYPES",
     "RECOVERABLE_TYPES",
-    "UNPROVEN_TYPES",
     "AdoptError",
     "Adoption",
     "adopt",
@@ -67,11 +67,6 @@ __all__ = [
 ADOPTABLE_TYPES: Final = (SERVICE_TYPE, SECRET_TYPE, NSG_RULE_TYPE)
 """What a lost run can leave behind that its provider refuses to create again."""
 
-UNPROVEN_TYPES: Final = frozenset({SERVICE_TYPE, SECRET_TYPE})
-"""Adopted by `recover`, but not yet proven after a run that lost every checkpoint: the kill tests against the
-real kube-apiserver do not pass yet (issue 23), so a first `up` that makes these keeps its checkpoints."""
-
-# Pulumi's marker of a secret value in a deployment (a signature, not a password).
 RECOVERABLE_TYPES: Final = frozenset(
     {
         *ADOPTABLE_TYPES,
@@ -98,13 +93,15 @@ def skip_checkpoints_is_recoverable(planned_types: Iterable[str], *, stack_has_r
     """
     if stack_has_resources:
         return False
-    return all(
-        (t in RECOVERABLE_TYPES and t not in UNPROVEN_TYPES) or t.startswith("pulumi:providers:") for t in planned_types
-    )
+    return all(t in RECOVERABLE_TYPES or t.startswith("pulumi:providers:") for t in planned_types)
 
 
+# Pulumi's marker of a secret value in a deployment (a signature, not a password).
 _SECRET_SIG_KEY: Final = "4dabf18193072939515e22adb298388d"  # noqa: S105
 _SECRET_SIG: Final = "1b47061264138c4ac30d75fd1eb44270"  # noqa: S105
+
+_AZURE_CLIENT_CONFIG: Final = "azure-native:authorization:getClientConfig"
+"""azure-native's function that returns the subscription, tenant and client it is configured with."""
 
 Outcome = Literal["adopted", "absent", "foreign"]
 
@@ -170,11 +167,21 @@ def adopt(stack: str, project: str, work_dir: Path, env: Mapping[str, str]) -> l
     by_provider: dict[str, list[Planned]] = {}
     for resource in creates:
         by_provider.setdefault(_provider_urn(resource), []).append(resource)
+    held: dict[str, dict[str, Any]] | None = None
     for provider_urn, resources in by_provider.items():
         package = provider_urn.split("::")[2].removeprefix("pulumi:providers:")
-        config = _provider_config(planned.get(provider_urn), package, stack, work_dir, env)
+        provider = planned.get(provider_urn)
+        if provider is None or not provider.inputs:
+            # A provider the preview leaves unchanged is in no step (a preview lists only what changes): its
+            # inputs, the same ones the program gives, are the state's.
+            held = _held_inputs(stack, work_dir, env) if held is None else held
+        config = _provider_config(provider, (held or {}).get(provider_urn), package, stack, work_dir, env)
         try:
             with provider_probe(package, _version(config), config, env) as probe:
+                if any(r.type == NSG_RULE_TYPE for r in resources) and not config.get("subscriptionId"):
+                    # The subscription azure-native found by itself (ARM_SUBSCRIPTION_ID, the az CLI's account):
+                    # its own function says which.
+                    config = {**config, "subscriptionId": probe.invoke(_AZURE_CLIENT_CONFIG).get("subscriptionId")}
                 for resource in resources:
                     object_id = _object_id(resource, config)
                     live = probe.read(resource.urn, object_id)
@@ -201,7 +208,7 @@ def _object_id(resource: Planned, provider_config: Mapping[str, Any]) -> str:
         subscription = provider_config.get("subscriptionId")
         if not subscription:
             raise AdoptError(
-                "cannot name the NSG rules' ARM ids: the azure-native provider has no subscriptionId "
+                "cannot name the NSG rules' ARM ids: the azure-native provider knows no subscription "
                 "(set `pulumi config set azure-native:subscriptionId <id>`)"
             )
         return (
@@ -244,11 +251,18 @@ def _provider_urn(resource: Planned) -> str:
 
 
 def _provider_config(
-    provider: Planned | None, package: str, stack: str, work_dir: Path, env: Mapping[str, str]
+    provider: Planned | None,
+    held: Mapping[str, Any] | None,
+    package: str,
+    stack: str,
+    work_dir: Path,
+    env: Mapping[str, str],
 ) -> dict[str, Any]:
-    """The provider's inputs as the preview plans them; for a default provider, the stack's `<package>:*` config."""
-    if provider is not None and provider.inputs:
-        return {k: v for k, v in provider.inputs.items() if not k.startswith("__")}
+    """The provider's inputs as the preview plans them, else as the state `held` them; for a default provider
+    in neither, the stack's `<package>:*` config."""
+    inputs = provider.inputs if provider is not None and provider.inputs else held
+    if inputs:
+        return {k: v for k, v in inputs.items() if not k.startswith("__")}
     shown = json.loads(_run(["config", "--show-secrets", "--json", "--stack", stack], work_dir, env) or "{}")
     prefix = f"{package}:"
     return {
@@ -256,6 +270,24 @@ def _provider_config(
         for key, value in shown.items()
         if key.startswith(prefix) and isinstance(value, dict)
     }
+
+
+def _held_inputs(stack: str, work_dir: Path, env: Mapping[str, str]) -> dict[str, dict[str, Any]]:
+    """The inputs of each provider in the stack's state, by URN, secrets revealed (in this process only)."""
+    exported = json.loads(_run(["stack", "export", "--show-secrets", "--stack", stack], work_dir, env) or "{}")
+    resources = (exported.get("deployment") or {}).get("resources") or []
+    return {
+        str(r["urn"]): {k: _revealed(v) for k, v in (r.get("inputs") or {}).items()}
+        for r in resources
+        if str(r.get("type", "")).startswith("pulumi:providers:")
+    }
+
+
+def _revealed(value: Any) -> Any:
+    # `stack export --show-secrets` keeps a secret's envelope and adds its JSON-encoded "plaintext".
+    if isinstance(value, dict) and value.get(_SECRET_SIG_KEY) == _SECRET_SIG and "plaintext" in value:
+        return json.loads(str(value["plaintext"]))
+    return value
 
 
 def _version(config: Mapping[str, Any]) -> str | None:
@@ -347,12 +379,17 @@ def _scaffold(stack: str, work_dir: Path, env: Mapping[str, str], missing: list[
             if resource.parent:
                 entry["parent"] = resource.parent
             if resource.type.startswith("pulumi:providers:"):
-                inputs = {k: v if k == "version" else _secret(v) for k, v in resource.inputs.items()}
+                # The engine's own keys (`version`, `__internal`) stay as they are; the rest is the user's config.
+                inputs = {k: v if _engine_key(k) else _secret(v) for k, v in resource.inputs.items()}
                 entry |= {"custom": True, "id": str(uuid.uuid4()), "inputs": inputs, "outputs": inputs}
             resources.append(entry)
         deployment["resources"] = resources
         path.write_text(json.dumps(document))
         _run(["stack", "import", "--stack", stack, "--file", str(path)], work_dir, env)
+
+
+def _engine_key(key: str) -> bool:
+    return key == "version" or key.startswith("__")
 
 
 def _secret(value: Any) -> Any:

@@ -1,15 +1,15 @@
 """`ssh-gateway`: the operator's commands in one console script (`[project.scripts]` in pyproject.toml).
 
-Each subcommand is registered by one function `register_*(commands)` that adds its parser and sets `run` to a
-handler `(args) -> exit code`; `COMMANDS` lists them. A new subcommand is one such function (its parser may live
-in its own module, as `recover`'s does) plus one entry in `COMMANDS`.
+Each subcommand is a `Command` (ssh_gateway/ops/command.py): its --help, a function adding its arguments, and a
+handler `(args) -> exit code`; `COMMANDS` lists them in --help's order. A new subcommand is one `Command` (here,
+or in its own module, as `up` and `shards` keep theirs) plus one entry in `COMMANDS`.
 
 argparse rather than click or typer: every tool this CLI wraps already parses its arguments with argparse and is
 called with an argv list, the standard library keeps the console script free of a new dependency (and of its
 version skew with the Pulumi SDK's), and its parsers type-check under mypy --strict without plugins.
 
-The handlers import the tools they run when they run: `ssh-gateway --help` then answers without loading the
-Pulumi SDK.
+The handlers import the tools they run when they run, and the modules imported here load no Pulumi SDK:
+`ssh-gateway --help` then answers without it.
 """
 
 from __future__ import annotations
@@ -22,14 +22,20 @@ import re
 import shutil
 import subprocess
 import sys
-import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from ssh_gateway.plumbing.pulumi_cli import PulumiFailed, run_pulumi
 from ssh_gateway.plumbing.toolchain import REPO, ToolchainMissing, pulumi_env
 
-__all__ = ["COMMANDS", "EXIT_CODES", "add_command", "build_parser", "main", "run_preview"]
+from . import gateway_config, host_identity_files, recover, shards, up
+from .command import Command, ExitCodes, Handler, exit_codes
+
+if TYPE_CHECKING:
+    from .command import Commands
+
+__all__ = ["COMMANDS", "EXIT_CODES", "build_parser", "main", "run_preview"]
 
 OK: Final = 0
 FINDING: Final = 1
@@ -42,44 +48,6 @@ EXIT_CODES: Final = (
     (REFUSED, "refused, nothing written: an option from stack outputs that would run a command, or a config the "
      "settings model rejects"),
 )  # fmt: skip
-
-if TYPE_CHECKING:
-    from typing import TypeAlias
-
-    Commands: TypeAlias = argparse._SubParsersAction[argparse.ArgumentParser]
-    """What a `register_*` function adds its subcommand to."""
-Handler = Callable[[argparse.Namespace], int]
-
-
-ExitCodes = Mapping[int, str]
-"""A command's exit codes, each with what it means for that command."""
-
-
-def _exit_codes(codes: ExitCodes) -> str:
-    return "exit codes:\n" + "\n".join(f"  {code}  {text}" for code, text in sorted(codes.items()))
-
-
-def add_command(
-    commands: Commands,
-    name: str,
-    *,
-    summary: str,
-    description: str,
-    examples: Sequence[str],
-    codes: ExitCodes,
-    run: Handler,
-) -> argparse.ArgumentParser:
-    """A subcommand whose --help ends with its examples and exit codes; `run` handles it."""
-    epilog = "examples:\n" + "\n".join(f"  {line}" for line in examples) + "\n\n" + _exit_codes(codes)
-    parser = commands.add_parser(
-        name,
-        help=summary,
-        description=textwrap.fill(description, 110),
-        epilog=epilog,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    parser.set_defaults(run=run)
-    return parser
 
 
 def _say_error(message: str) -> None:
@@ -104,30 +72,32 @@ def _run_demo(args: argparse.Namespace) -> int:
     return demo.main(argv + (["--state-dir", str(args.state_dir)] if args.state_dir else []))
 
 
-def register_demo(commands: Commands) -> None:
-    parser = add_command(
-        commands,
-        "demo",
-        summary="the main job on this machine: real ssh through ports the program allocated",
-        description="Starts the Pangolin emulator with its data plane and a local sshd, runs `pulumi up` on the "
-        "local stack, then the real ssh client through every instance's public port; prints the answers, the "
-        "endpoints and the generated ssh config, and stops what it started. scripts/demo bootstraps first.",
-        examples=[
-            "ssh-gateway demo",
-            "ssh-gateway demo --keep      # leave them running, e.g. for the doctor",
-            "ssh-gateway demo down       # destroy the stack, stop what --keep left",
-        ],
-        codes={
-            OK: "every instance answered through its public port",
-            FINDING: "an instance did not answer (the doctor's verdict is printed) or a step failed",
-            CANNOT_RUN: "bad arguments, or no toolchain (run scripts/bootstrap venv cli)",
-        },
-        run=_run_demo,
-    )
+def _demo_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("action", nargs="?", choices=("up", "down"), default="up", help="default: %(default)s")
     parser.add_argument("--keep", action="store_true", help="leave the emulator and sshd running")
     parser.add_argument("--stack", default="local", help="a stack of static loopback targets (default: %(default)s)")
     parser.add_argument("--state-dir", type=Path, help="keys, logs, pid files (default: .pulumi-state/demo)")
+
+
+DEMO: Final = Command(
+    name="demo",
+    summary="the main job on this machine: real ssh through ports the program allocated",
+    description="Starts the Pangolin emulator with its data plane and a local sshd, runs `pulumi up` on the "
+    "local stack, then the real ssh client through every instance's public port; prints the answers, the "
+    "endpoints and the generated ssh config, and stops what it started. scripts/demo bootstraps first.",
+    examples=[
+        "ssh-gateway demo",
+        "ssh-gateway demo --keep      # leave them running, e.g. for the doctor",
+        "ssh-gateway demo down       # destroy the stack, stop what --keep left",
+    ],
+    codes={
+        OK: "every instance answered through its public port",
+        FINDING: "an instance did not answer (the doctor's verdict is printed) or a step failed",
+        CANNOT_RUN: "bad arguments, or no toolchain (run scripts/bootstrap venv cli)",
+    },
+    run=_run_demo,
+    arguments=_demo_arguments,
+)
 
 
 def _run_doctor(args: argparse.Namespace) -> int:
@@ -136,25 +106,27 @@ def _run_doctor(args: argparse.Namespace) -> int:
     return doctor(args)
 
 
-def register_doctor(commands: Commands) -> None:
-    parser = add_command(
-        commands,
-        "doctor",
-        summary="name the first broken layer of each instance's ssh path",
-        description="Checks every instance of a stack along the path, dns, tcp, banner, hostkey, then "
-        "Pangolin's own view, and names the first broken layer with its likely fix.",
-        examples=["ssh-gateway doctor --stack local", "ssh-gateway doctor --stack dev --instance gpu-alice --json"],
-        codes={
-            OK: "every instance is healthy",
-            FINDING: "an instance is broken (its first broken layer is named)",
-            CANNOT_RUN: "no such stack, no outputs (run pulumi up), or bad arguments",
-        },
-        run=_run_doctor,
-    )
-    # Its arguments are the tool's own, defined once there (the module loads no Pulumi SDK).
+def _doctor_arguments(parser: argparse.ArgumentParser) -> None:
+    # The tool's own, defined once there (the module loads no Pulumi SDK).
     from .doctor.arguments import add_arguments
 
     add_arguments(parser)
+
+
+DOCTOR: Final = Command(
+    name="doctor",
+    summary="name the first broken layer of each instance's ssh path",
+    description="Checks every instance of a stack along the path, dns, tcp, banner, hostkey, then "
+    "Pangolin's own view, and names the first broken layer with its likely fix.",
+    examples=["ssh-gateway doctor --stack local", "ssh-gateway doctor --stack dev --instance gpu-alice --json"],
+    codes={
+        OK: "every instance is healthy",
+        FINDING: "an instance is broken (its first broken layer is named)",
+        CANNOT_RUN: "no such stack, no outputs (run pulumi up), or bad arguments",
+    },
+    run=_run_doctor,
+    arguments=_doctor_arguments,
+)
 
 
 def _run_drift_check(args: argparse.Namespace) -> int:
@@ -171,25 +143,27 @@ def _ambient(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def register_drift_check(commands: Commands) -> None:
-    parser = add_command(
-        commands,
-        "drift-check",
-        summary="has anyone changed Pangolin, Kubernetes or the NSG by hand?",
-        description="Runs `pulumi preview --refresh --expect-no-changes` and names each drifted resource, its "
-        "instance and what differs (live → declared). CI reads the exit code; the text is for the job log.",
-        examples=["ssh-gateway drift-check dev", "ssh-gateway drift-check --ambient prod   # in CI"],
-        codes={
-            OK: "no drift",
-            FINDING: "drift: each drifted resource is named, with live → declared values",
-            CANNOT_RUN: "the preview itself failed (its errors are printed)",
-        },
-        run=_run_drift_check,
-    )
-    # Its arguments are the tool's own, defined once there (the module loads no Pulumi SDK).
+def _drift_check_arguments(parser: argparse.ArgumentParser) -> None:
+    # The tool's own, defined once there (the module loads no Pulumi SDK).
     from . import drift_check
 
     drift_check.add_arguments(parser)
+
+
+DRIFT_CHECK: Final = Command(
+    name="drift-check",
+    summary="has anyone changed Pangolin, Kubernetes or the NSG by hand?",
+    description="Runs `pulumi preview --refresh --expect-no-changes` and names each drifted resource, its "
+    "instance and what differs (live → declared). CI reads the exit code; the text is for the job log.",
+    examples=["ssh-gateway drift-check dev", "ssh-gateway drift-check --ambient prod   # in CI"],
+    codes={
+        OK: "no drift",
+        FINDING: "drift: each drifted resource is named, with live → declared values",
+        CANNOT_RUN: "the preview itself failed (its errors are printed)",
+    },
+    run=_run_drift_check,
+    arguments=_drift_check_arguments,
+)
 
 
 def _run_local_cluster(args: argparse.Namespace) -> int:
@@ -198,27 +172,29 @@ def _run_local_cluster(args: argparse.Namespace) -> int:
     return local_cluster([args.command])
 
 
-def register_local_cluster(commands: Commands) -> None:
-    parser = add_command(
-        commands,
-        "local-cluster",
-        summary="a local etcd + kube-apiserver for the local stack's Kubernetes half",
-        description="etcd + kube-apiserver (built by scripts/bootstrap control-plane) on 127.0.0.1:16443, no "
-        "controllers; state, certificates, kubeconfig and logs under .pulumi-state/local-cluster/ "
-        "(docs/local-cluster.md). `status` exits 3 when it is not running.",
-        examples=[
-            "ssh-gateway local-cluster start",
-            "ssh-gateway local-cluster status",
-            "ssh-gateway local-cluster stop",
-        ],
-        codes={
-            OK: "started, stopped, or running and ready",
-            FINDING: "it failed to start, or it runs but is not ready",
-            REFUSED: "(status) it is not running",
-        },
-        run=_run_local_cluster,
-    )
+def _start_stop_status(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("command", choices=("start", "stop", "status"))
+
+
+LOCAL_CLUSTER: Final = Command(
+    name="local-cluster",
+    summary="a local etcd + kube-apiserver for the local stack's Kubernetes half",
+    description="etcd + kube-apiserver (built by scripts/bootstrap control-plane) on 127.0.0.1:16443, no "
+    "controllers; state, certificates, kubeconfig and logs under .pulumi-state/local-cluster/ "
+    "(docs/local-cluster.md). `status` exits 3 when it is not running.",
+    examples=[
+        "ssh-gateway local-cluster start",
+        "ssh-gateway local-cluster status",
+        "ssh-gateway local-cluster stop",
+    ],
+    codes={
+        OK: "started, stopped, or running and ready",
+        FINDING: "it failed to start, or it runs but is not ready",
+        REFUSED: "(status) it is not running",
+    },
+    run=_run_local_cluster,
+    arguments=_start_stop_status,
+)
 
 
 def _run_local_backend(args: argparse.Namespace) -> int:
@@ -227,28 +203,26 @@ def _run_local_backend(args: argparse.Namespace) -> int:
     return local_backend([args.command])
 
 
-def register_local_backend(commands: Commands) -> None:
-    parser = add_command(
-        commands,
-        "local-backend",
-        summary="a local Azure Blob state backend (Azurite) for the stacks, shared as a team shares one",
-        description="azurite-blob (scripts/bootstrap azurite) on 127.0.0.1:10000 with the container pulumi-state, "
-        "data and log under .pulumi-state/local-backend/; prints the AZURE_STORAGE_ACCOUNT, AZURE_STORAGE_KEY "
-        "(the emulator's published dev account) and PULUMI_BACKEND_URL to export (docs/shared-backends.md). "
-        "`status` exits 3 when it is not running.",
-        examples=[
-            "ssh-gateway local-backend start",
-            "ssh-gateway local-backend status",
-            "ssh-gateway local-backend stop",
-        ],
-        codes={
-            OK: "started, stopped, or running with its container",
-            FINDING: "it failed to start, or it runs without its container",
-            REFUSED: "(status) it is not running",
-        },
-        run=_run_local_backend,
-    )
-    parser.add_argument("command", choices=("start", "stop", "status"))
+LOCAL_BACKEND: Final = Command(
+    name="local-backend",
+    summary="a local Azure Blob state backend (Azurite) for the stacks, shared as a team shares one",
+    description="azurite-blob (scripts/bootstrap azurite) on 127.0.0.1:10000 with the container pulumi-state, "
+    "data and log under .pulumi-state/local-backend/; prints the AZURE_STORAGE_ACCOUNT, AZURE_STORAGE_KEY "
+    "(the emulator's published dev account) and PULUMI_BACKEND_URL to export (docs/shared-backends.md). "
+    "`status` exits 3 when it is not running.",
+    examples=[
+        "ssh-gateway local-backend start",
+        "ssh-gateway local-backend status",
+        "ssh-gateway local-backend stop",
+    ],
+    codes={
+        OK: "started, stopped, or running with its container",
+        FINDING: "it failed to start, or it runs without its container",
+        REFUSED: "(status) it is not running",
+    },
+    run=_run_local_backend,
+    arguments=_start_stop_status,
+)
 
 
 # --- preview-summary ------------------------------------------------------------------------------------------
@@ -310,32 +284,34 @@ def _run_preview_summary(args: argparse.Namespace) -> int:
     return OK if preview.code == 0 else FINDING
 
 
-def register_preview_summary(commands: Commands) -> None:
-    parser = add_command(
-        commands,
-        "preview-summary",
-        summary="the reviewer's table of a preview: endpoints, ports, targets, NSG rules",
-        description="Runs `pulumi preview --json` on a stack (or reads one from --file) and renders one row "
-        "per instance the preview touches, then the warnings (range nearly full, ports freed, rules open to "
-        "anyone, the preview's errors). A broken preview still renders what it could, and exits 1.",
-        examples=[
-            "ssh-gateway preview-summary dev",
-            "ssh-gateway preview-summary dev -- --refresh       # more `pulumi preview` arguments after --",
-            "ssh-gateway preview-summary --ambient dev > summary.md   # in CI",
-            "ssh-gateway preview-summary --file preview.json --json",
-        ],
-        codes={
-            OK: "the preview succeeded and its summary is printed",
-            FINDING: "the preview failed; what it could show is rendered, with its errors",
-            CANNOT_RUN: "the preview printed no JSON (no such stack, no toolchain), or --file is not its JSON",
-        },
-        run=_run_preview_summary,
-    )
+def _preview_summary_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("stack", nargs="?")
     parser.add_argument("preview_args", nargs="*", metavar="-- PREVIEW_ARG", help="passed to `pulumi preview`")
     parser.add_argument("--file", type=Path, help="render this `pulumi preview --json` document ('-': stdin)")
     parser.add_argument("--json", action="store_true", help="the summary as JSON, not Markdown")
     _ambient(parser)
+
+
+PREVIEW_SUMMARY: Final = Command(
+    name="preview-summary",
+    summary="the reviewer's table of a preview: endpoints, ports, targets, NSG rules",
+    description="Runs `pulumi preview --json` on a stack (or reads one from --file) and renders one row "
+    "per instance the preview touches, then the warnings (range nearly full, ports freed, rules open to "
+    "anyone, the preview's errors). A broken preview still renders what it could, and exits 1.",
+    examples=[
+        "ssh-gateway preview-summary dev",
+        "ssh-gateway preview-summary dev -- --refresh       # more `pulumi preview` arguments after --",
+        "ssh-gateway preview-summary --ambient dev > summary.md   # in CI",
+        "ssh-gateway preview-summary --file preview.json --json",
+    ],
+    codes={
+        OK: "the preview succeeded and its summary is printed",
+        FINDING: "the preview failed; what it could show is rendered, with its errors",
+        CANNOT_RUN: "the preview printed no JSON (no such stack, no toolchain), or --file is not its JSON",
+    },
+    run=_run_preview_summary,
+    arguments=_preview_summary_arguments,
+)
 
 
 # --- ssh-config -----------------------------------------------------------------------------------------------
@@ -361,13 +337,10 @@ def _outputs_of(stack: str, outputs_file: Path | None, *, ambient: bool = False)
 
 def _ambient_outputs(stack: str) -> str:
     """`pulumi stack output --json` with the environment's pulumi and backend (a shared one, e.g. azblob://)."""
-    argv = ["pulumi", "stack", "output", "--json", "--non-interactive", "--stack", stack]
-    done = subprocess.run(argv, cwd=REPO, capture_output=True, text=True, check=False)  # noqa: S603
-    if done.returncode != 0:
-        raise ValueError(
-            " ".join(done.stderr.strip().splitlines()[-2:]) or f"`pulumi stack output` exit {done.returncode}"
-        )
-    return done.stdout
+    try:
+        return run_pulumi(["stack", "output", "--json", "--stack", stack], work_dir=REPO, env=os.environ)
+    except PulumiFailed as exc:
+        raise ValueError(str(exc)) from None
 
 
 def _run_ssh_config(args: argparse.Namespace) -> int:
@@ -448,33 +421,7 @@ def _home_relative(path: Path, home: Path) -> str:
         return str(path)
 
 
-def register_ssh_config(commands: Commands) -> None:
-    parser = add_command(
-        commands,
-        "ssh-config",
-        summary="write the stacks' Host blocks and known_hosts lines into ~/.ssh (a managed section)",
-        description="Reads each stack's sshConfig and knownHosts outputs and writes them between "
-        "`# >>> ssh-gateway STACK >>>` and `# <<< ssh-gateway STACK <<<` at the top of ~/.ssh/config (or, with "
-        "--include, to ~/.ssh/config.d/ssh-gateway-STACK plus one Include line), the known_hosts lines to "
-        "~/.ssh/known_hosts.d/ssh-gateway-STACK. Shows the diff first; writes only with --write; never changes a "
-        "line outside its sections; a second run changes nothing. Refuses options that would run commands on "
-        "this machine (LocalCommand, KnownHostsCommand, Match exec, a ProxyCommand ssh-gateway does not generate).",
-        examples=[
-            "ssh-gateway ssh-config --stack dev                     # the diff only (a dry run)",
-            "ssh-gateway ssh-config --stack dev --stack prod --write",
-            "ssh-gateway ssh-config --stack dev --include --write   # ~/.ssh/config.d/ssh-gateway-dev",
-            "ssh-gateway ssh-config --stack dev --remove --write    # take the stack out again",
-            "ssh-gateway ssh-config --ambient --stack prod-a --stack prod-b --write   # shards on a shared backend",
-            "pulumi stack output --json -s dev > out.json && ssh-gateway ssh-config --stack dev --outputs out.json",
-        ],
-        codes={
-            OK: "written, already up to date (says so), or the dry run's diff shown",
-            CANNOT_RUN: "a stack's outputs cannot be read (no such stack, not deployed), or bad arguments",
-            REFUSED: "refused, nothing written: an option that would run a command on this machine, a Host pattern, "
-            "a host alias of two stacks, or a managed section whose markers were edited by hand",
-        },
-        run=_run_ssh_config,
-    )
+def _ssh_config_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--stack", action="append", required=True, help="a stack to write (repeatable)")
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--write", action="store_true", help="write the files (default: show the diff only)")
@@ -484,6 +431,34 @@ def register_ssh_config(commands: Commands) -> None:
     parser.add_argument("--outputs", type=Path, help="the stack's `pulumi stack output --json`, for other backends")
     _ambient(parser)
     parser.add_argument("--json", action="store_true", help="the plan (files, changed, diff) as JSON")
+
+
+SSH_CONFIG: Final = Command(
+    name="ssh-config",
+    summary="write the stacks' Host blocks and known_hosts lines into ~/.ssh (a managed section)",
+    description="Reads each stack's sshConfig and knownHosts outputs and writes them between "
+    "`# >>> ssh-gateway STACK >>>` and `# <<< ssh-gateway STACK <<<` at the top of ~/.ssh/config (or, with "
+    "--include, to ~/.ssh/config.d/ssh-gateway-STACK plus one Include line), the known_hosts lines to "
+    "~/.ssh/known_hosts.d/ssh-gateway-STACK. Shows the diff first; writes only with --write; never changes a "
+    "line outside its sections; a second run changes nothing. Refuses options that would run commands on "
+    "this machine (LocalCommand, KnownHostsCommand, Match exec, a ProxyCommand ssh-gateway does not generate).",
+    examples=[
+        "ssh-gateway ssh-config --stack dev                     # the diff only (a dry run)",
+        "ssh-gateway ssh-config --stack dev --stack prod --write",
+        "ssh-gateway ssh-config --stack dev --include --write   # ~/.ssh/config.d/ssh-gateway-dev",
+        "ssh-gateway ssh-config --stack dev --remove --write    # take the stack out again",
+        "ssh-gateway ssh-config --ambient --stack prod-a --stack prod-b --write   # shards on a shared backend",
+        "pulumi stack output --json -s dev > out.json && ssh-gateway ssh-config --stack dev --outputs out.json",
+    ],
+    codes={
+        OK: "written, already up to date (says so), or the dry run's diff shown",
+        CANNOT_RUN: "a stack's outputs cannot be read (no such stack, not deployed), or bad arguments",
+        REFUSED: "refused, nothing written: an option that would run a command on this machine, a Host pattern, "
+        "a host alias of two stacks, or a managed section whose markers were edited by hand",
+    },
+    run=_run_ssh_config,
+    arguments=_ssh_config_arguments,
+)
 
 
 # --- instances ------------------------------------------------------------------------------------------------
@@ -620,25 +595,13 @@ _INSTANCES_CODES: Final = {
 def _action(
     actions: Commands, name: str, summary: str, examples: Sequence[int], codes: ExitCodes = _INSTANCES_CODES
 ) -> argparse.ArgumentParser:
-    epilog = "examples:\n" + "\n".join(f"  {_INSTANCES_EXAMPLES[i]}" for i in examples) + "\n\n" + _exit_codes(codes)
+    epilog = "examples:\n" + "\n".join(f"  {_INSTANCES_EXAMPLES[i]}" for i in examples) + "\n\n" + exit_codes(codes)
     return actions.add_parser(
         name, help=summary, description=summary, epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter
     )
 
 
-def register_instances(commands: Commands) -> None:
-    parser = add_command(
-        commands,
-        "instances",
-        summary="add, remove or list a stack's instances in stacks/Pulumi.STACK.yaml",
-        description="Edits ssh-gateway:instances in stacks/Pulumi.STACK.yaml, keeping its comments and order, "
-        "after validating the whole resulting config with the program's settings model (a refused edit leaves the "
-        "file unchanged byte for byte), then shows the preview summary of the change. This is the seam a "
-        "provisioning platform calls; from Python, see ssh_gateway.ops.instances.",
-        examples=_INSTANCES_EXAMPLES,
-        codes=_INSTANCES_CODES,
-        run=_run_instances,
-    )
+def _instances_arguments(parser: argparse.ArgumentParser) -> None:
     actions = parser.add_subparsers(dest="action", required=True, metavar="{add,remove,list}")
     add = _action(actions, "add", "append an instance (keys as in the README's config table)", (1, 2, 3, 4))
     remove = _action(actions, "remove", "remove an instance by name", (5,))
@@ -655,50 +618,39 @@ def register_instances(commands: Commands) -> None:
     _add_instance_options(add)
 
 
-def register_shards(commands: Commands) -> None:
-    # Standard library only, so the workflows' listing job runs it without a bootstrap.
-    from . import shards
-
-    shards.register(commands)
-
-
-def register_gateway_config(commands: Commands) -> None:
-    from . import gateway_config  # its parser, help and handler live with it; it imports nothing of the CLI
-
-    gateway_config.register(commands, add_command, _outputs_of)
-
-
-def register_recover(commands: Commands) -> None:
-    # Its parser, help, exit codes and handler live with the recovery code; the module imports no Pulumi SDK.
-    from . import recover
-
-    recover.register(commands)
-
-
-def register_up(commands: Commands) -> None:
-    # A first `up` skips the per-step checkpoints (ssh_gateway/ops/up.py); later ones are plain `pulumi up`s.
-    from . import up
-
-    up.register(commands)
+INSTANCES: Final = Command(
+    name="instances",
+    summary="add, remove or list a stack's instances in stacks/Pulumi.STACK.yaml",
+    description="Edits ssh-gateway:instances in stacks/Pulumi.STACK.yaml, keeping its comments and order, "
+    "after validating the whole resulting config with the program's settings model (a refused edit leaves the "
+    "file unchanged byte for byte), then shows the preview summary of the change. This is the seam a "
+    "provisioning platform calls; from Python, see ssh_gateway.ops.instances.",
+    examples=_INSTANCES_EXAMPLES,
+    codes=_INSTANCES_CODES,
+    run=_run_instances,
+    arguments=_instances_arguments,
+)
 
 
 # --- the command line -----------------------------------------------------------------------------------------
 
-Register = Callable[["Commands"], None]
+Register = Callable[["Commands"], object]
+"""Adds one subcommand: a `Command`, or the `register` of a module that builds its parser itself (recover)."""
 
 COMMANDS: Final[tuple[Register, ...]] = (
-    register_demo,
-    register_doctor,
-    register_drift_check,
-    register_preview_summary,
-    register_ssh_config,
-    register_gateway_config,
-    register_instances,
-    register_recover,
-    register_up,
-    register_shards,
-    register_local_cluster,
-    register_local_backend,
+    DEMO,
+    DOCTOR,
+    DRIFT_CHECK,
+    PREVIEW_SUMMARY,
+    SSH_CONFIG,
+    host_identity_files.COMMAND,
+    gateway_config.command(_outputs_of),
+    INSTANCES,
+    recover.register,
+    up.COMMAND,
+    shards.COMMAND,
+    LOCAL_CLUSTER,
+    LOCAL_BACKEND,
 )
 """Every subcommand, in the order --help lists them."""
 
@@ -716,7 +668,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ssh-gateway",
         description="Public ssh endpoints for GPU dev instances through Pangolin: the operator's commands.",
-        epilog=_EXAMPLES + "\n" + _exit_codes(dict(EXIT_CODES)),
+        epilog=_EXAMPLES + "\n" + exit_codes(dict(EXIT_CODES)),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     commands = parser.add_subparsers(title="commands", metavar="<command>")

@@ -13,17 +13,16 @@ a real Traefik, whose static configuration is only the stack's output `gateway.t
 loopback) plus the emulator's HTTP-provider endpoint, as Pangolin's gateway host runs it -> the router Pangolin
 made of the enabled TCP resource the stack created on PORT -> the resource's target 127.0.0.1:<staticPort> ->
 that instance's sshd. (Gerbil, which needs kernel WireGuard, and Newt, which needs Gerbil, are left out: the
-site is `local`, whose targets Traefik reaches directly.) Each sshd serves the host key and
-certificate the stack issued to its instance (the secret output `hostIdentities`), from files laid out as a
-pod mounts its Secret, and ssh runs with `StrictHostKeyChecking yes` and a known_hosts holding only the stack's
-`knownHosts` output: one `@cert-authority` line. An instance with a pinned `hostKey` gets the sshd's fixed
-demo key instead, and its plain line. A connect-mode instance goes ssh -> proxytunnel -> Traefik's entry point on
-the CONNECT port (the router of the stack's one Pangolin resource for it, as a connect stack has it) -> a real
-Envoy, the stack's
-standalone CONNECT gateway (`connect.gateway.kind: envoy`), run from the stack's `envoyConfig` output as an
-operator runs it -> its sshd at its staticHost:staticPort. No cluster, no Istio: the local stack registers
-nothing of Kubernetes. State (keys, logs, pid files, the emulator's db, Traefik's and Envoy's configs) lives in
-.pulumi-state/demo/.
+site is `local`, whose targets Traefik reaches directly.) Each sshd serves the host key and certificate the stack
+issued to its instance (derived from the stack's state as `ssh-gateway host-identity` derives them), from files
+laid out as a pod mounts its Secret, and ssh runs with `StrictHostKeyChecking yes` and a known_hosts holding only
+the stack's `knownHosts` output: one `@cert-authority` line. An instance with a pinned `hostKey` gets the sshd's
+fixed demo key instead, and its plain line. A connect-mode instance goes ssh -> proxytunnel -> Traefik's entry
+point on the CONNECT port (the router of the stack's one Pangolin resource for it, as a connect stack has it) -> a
+real Envoy, the stack's standalone CONNECT gateway (`connect.gateway.kind: envoy`), run from the stack's
+`envoyConfig` output as an operator runs it -> its sshd at its staticHost:staticPort. No cluster, no Istio: the
+local stack registers nothing of Kubernetes. State (keys, logs, pid files, the emulator's db, Traefik's and
+Envoy's configs) lives in .pulumi-state/demo/.
 """
 
 from __future__ import annotations
@@ -47,7 +46,7 @@ from pulumi import automation as auto
 
 from pangolin_emulator.harness import DetachedEmulator, EmulatorError
 from ssh_gateway.core.credentials import find_api_key
-from ssh_gateway.core.host_identity import SECRET_KEYS, fingerprint, parse_host_certificate, secret_data
+from ssh_gateway.core.host_identity import HOST_CERTIFICATE_FILE, SECRET_KEYS, fingerprint, parse_host_certificate
 from ssh_gateway.core.outputs import EndpointOutput, Routing, read_outputs
 from ssh_gateway.core.settings import (
     ConnectModeInstance,
@@ -68,6 +67,7 @@ from ssh_gateway.plumbing.toolchain import REPO
 
 from .automation import open_stack
 from .doctor import diagnose, endpoints_from_outputs
+from .host_identity_files import HostIdentityFilesError, read_stack
 
 __all__ = ["main"]
 
@@ -225,11 +225,8 @@ def _start_emulator(machine: Machine) -> None:
             say(f"    started (pid {pid}, log {_rel(emulator.log_file)})")
 
 
-def _mount_identity(sshd: IdentitySshd, issued: dict[str, str]) -> bool:
+def _mount_identity(sshd: IdentitySshd, data: dict[str, str]) -> bool:
     """Lays the instance's issued key and certificate out as a pod's Secret volume; True if they changed."""
-    data = secret_data(
-        private_key=issued["privateKey"], public_key=issued["publicKey"], certificate=issued["certificate"]
-    )
     mounted = {name: (sshd.mount_dir / name).read_text() for name in SECRET_KEYS if (sshd.mount_dir / name).exists()}
     if mounted == data:
         return False
@@ -237,15 +234,19 @@ def _mount_identity(sshd: IdentitySshd, issued: dict[str, str]) -> bool:
     return True
 
 
-def _start_sshds(machine: Machine, outputs: dict[str, Any]) -> None:
+def _start_sshds(machine: Machine, stack_name: str) -> None:
     """One sshd per instance, serving what the stack says it serves: its issued identity, or the pinned key."""
-    identities = dict(outputs.get("hostIdentities") or {})
+    issued = [name for name, sshd in machine.sshds.items() if isinstance(sshd, IdentitySshd)]
+    try:
+        # One read of the stack for all of them: derived as `ssh-gateway host-identity` derives them.
+        view = read_stack(stack_name) if issued else None
+        identities = {name: view.files(name) for name in issued} if view is not None else {}
+    except HostIdentityFilesError as exc:
+        raise SshdError(f"cannot derive the instances' host identities: {exc}") from None
     for instance, sshd in sorted(machine.sshds.items()):
         with step(f"sshd for {instance} on {sshd.host}:{sshd.port}"):
             changed = False
             if isinstance(sshd, IdentitySshd):
-                if instance not in identities:
-                    raise SshdError(f"the stack's hostIdentities output has no identity for {instance}")
                 changed = _mount_identity(sshd, identities[instance])
             pid = sshd.running_pid()
             if pid is not None:
@@ -262,7 +263,7 @@ def _start_sshds(machine: Machine, outputs: dict[str, Any]) -> None:
                 machine.started.append(sshd.stop)
                 say(f"    started (pid {pid}, log {_rel(sshd.log_file)})")
             if isinstance(sshd, IdentitySshd):
-                certificate = parse_host_certificate(identities[instance]["certificate"])
+                certificate = parse_host_certificate(identities[instance][HOST_CERTIFICATE_FILE])
                 say(
                     f"    serves its issued host key {certificate.fingerprint}, certified for "
                     f"{', '.join(certificate.principals)} by CA {fingerprint(certificate.ca_public_key)}"
@@ -430,7 +431,7 @@ def up(stack_name: str, state: Path, *, keep: bool) -> int:
             changes = {k: v for k, v in (result.summary.resource_changes or {}).items() if k != "same"}
             say(f"    {'changes: ' + str(changes) if changes else 'no changes'}")
         outputs = {key: value.value for key, value in result.outputs.items()}
-        _start_sshds(machine, outputs)
+        _start_sshds(machine, stack_name)
         _start_traefik(machine, outputs)
         _start_gateway(machine, outputs)
         config = _write_ssh_files(outputs, state, keys)

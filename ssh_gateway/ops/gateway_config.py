@@ -33,7 +33,9 @@ from typing import Any, Final
 
 import yaml
 
-__all__ = ["GatewayConfigError", "GatewayFile", "StackGateway", "plan", "register", "render_diff", "stack_gateway"]
+from .command import Command
+
+__all__ = ["GatewayConfigError", "GatewayFile", "StackGateway", "command", "plan", "render_diff", "stack_gateway"]
 
 TRAEFIK_FILE: Final = "traefik-entrypoints.yml"
 GERBIL_FILE: Final = "docker-compose.gerbil-ports.yml"
@@ -237,17 +239,23 @@ def _run(args: argparse.Namespace, outputs_of: ReadOutputs) -> int:
     return OK
 
 
-AddCommand = Callable[..., argparse.ArgumentParser]
-"""The CLI's `add_command`: a subcommand whose --help ends with its examples and exit codes."""
+def _add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--stack", action="append", required=True, help="a stack to include (repeatable)")
+    parser.add_argument("--write", type=Path, metavar="DIR", help="write the files into DIR (default: diff only)")
+    parser.add_argument("--dir", type=Path, default=Path(), help="the directory the dry run compares with (./)")
+    parser.add_argument(
+        "--outputs",
+        type=Path,
+        action="append",
+        help="a stack's `pulumi stack output --json`, for other backends (one per --stack, in order)",
+    )
+    parser.add_argument("--json", action="store_true", help="the files and what was written, as JSON")
 
 
-def register(
-    commands: argparse._SubParsersAction[argparse.ArgumentParser], add_command: AddCommand, outputs_of: ReadOutputs
-) -> None:
-    """Add `gateway-config` to the CLI, with its `add_command` and the one way it reads a stack's outputs."""
-    parser = add_command(
-        commands,
-        "gateway-config",
+def command(outputs_of: ReadOutputs) -> Command:
+    """`ssh-gateway gateway-config`, reading each stack's outputs the CLI's one way (`outputs_of`)."""
+    return Command(
+        name="gateway-config",
         summary="write the gateway host's files (Traefik entry points, Gerbil ports) from the stacks' outputs",
         description="Reads each stack's gateway output (traefikEntryPoints, gerbilPublishedPorts, gerbilConnectPort) "
         f"and writes {TRAEFIK_FILE} (Traefik's static entry points, to merge into its static configuration) and "
@@ -265,14 +273,5 @@ def register(
             REFUSED: "refused, nothing written: two stacks claim one port",
         },
         run=lambda args: _run(args, outputs_of),
+        arguments=_add_arguments,
     )
-    parser.add_argument("--stack", action="append", required=True, help="a stack to include (repeatable)")
-    parser.add_argument("--write", type=Path, metavar="DIR", help="write the files into DIR (default: diff only)")
-    parser.add_argument("--dir", type=Path, default=Path(), help="the directory the dry run compares with (./)")
-    parser.add_argument(
-        "--outputs",
-        type=Path,
-        action="append",
-        help="a stack's `pulumi stack output --json`, for other backends (one per --stack, in order)",
-    )
-    parser.add_argument("--json", action="store_true", help="the files and what was written, as JSON")

@@ -17,7 +17,9 @@ from typing import Final
 
 from ssh_gateway.core.shards import ShardsError, deployed_stacks
 
-__all__ = ["main", "register"]
+from .command import Command
+
+__all__ = ["COMMAND", "main"]
 
 STACKS_DIR: Final = Path(__file__).resolve().parents[2] / "stacks"
 """The project's `stackConfigDir` (Pulumi.yaml)."""
@@ -55,26 +57,20 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add `shards` to a CLI's subcommands; its handler is the parser default `run(args) -> exit code`."""
-    epilog = "examples:\n" + "\n".join(f"  {line}" for line in _EXAMPLES) + "\n\nexit codes:\n"
-    epilog += "\n".join(f"  {code}  {text}" for code, text in _CODES.items())
-    parser = commands.add_parser(
-        "shards",
-        help="the stacks CI deploys, per environment (the workflows' matrices)",
-        description=_DESCRIPTION,
-        epilog=epilog,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    _add_arguments(parser)
-    parser.set_defaults(run=_run)
+COMMAND: Final = Command(
+    name="shards",
+    summary="the stacks CI deploys, per environment (the workflows' matrices)",
+    description=_DESCRIPTION,
+    examples=_EXAMPLES,
+    codes=_CODES,
+    run=_run,
+    arguments=_add_arguments,
+)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """`python -m ssh_gateway.ops.shards`; returns the exit code."""
-    parser = argparse.ArgumentParser(prog="python -m ssh_gateway.ops.shards", description=_DESCRIPTION)
-    _add_arguments(parser)
-    return _run(parser.parse_args(argv))
+    return COMMAND.main(argv, prog="python -m ssh_gateway.ops.shards")
 
 
 if __name__ == "__main__":

@@ -27,11 +27,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
+from ssh_gateway.plumbing.pulumi_cli import PulumiFailed, run_pulumi
 from ssh_gateway.plumbing.toolchain import REPO, ToolchainMissing, pulumi_env
 
 from .adopt import planned_creates, skip_checkpoints_is_recoverable
+from .command import Command
 
-__all__ = ["SKIP_CHECKPOINTS", "first_up_env", "holds_resources", "main", "planned_create_types", "register"]
+__all__ = ["COMMAND", "SKIP_CHECKPOINTS", "first_up_env", "holds_resources", "main", "planned_create_types"]
 
 SKIP_CHECKPOINTS: Final = {"PULUMI_SKIP_CHECKPOINTS": "true"}
 """What a first `up` adds to pulumi's environment."""
@@ -60,34 +62,14 @@ def first_up_env(deployment: Mapping[str, Any], planned_types: Callable[[], Iter
 
 def planned_create_types(stack: str, work_dir: Path, env: Mapping[str, str]) -> list[str]:
     """The types of the creates a preview plans (what a lost first `up` could leave behind)."""
-    done = subprocess.run(  # noqa: S603 - the pinned CLI on the toolchain's PATH, with an argv list
-        ["pulumi", "preview", "--json", "--stack", stack, "--non-interactive"],  # noqa: S607
-        cwd=work_dir,
-        env=dict(env),
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        detail = " ".join(done.stderr.strip().splitlines()[-2:]) or done.stdout.strip()[-300:]
-        raise LookupError(f"`pulumi preview --stack {stack}` failed: {detail}")
-    planned = planned_creates(json.loads(done.stdout or "{}"))
+    shown = run_pulumi(["preview", "--json", "--stack", stack], work_dir=work_dir, env=env)
+    planned = planned_creates(json.loads(shown or "{}"))
     return [p.type for p in planned.values() if p.op == "create"]
 
 
 def _export(stack: str, work_dir: Path, env: Mapping[str, str]) -> dict[str, Any]:
-    done = subprocess.run(  # noqa: S603 - the pinned CLI on the toolchain's PATH, with an argv list
-        ["pulumi", "stack", "export", "--stack", stack, "--non-interactive"],  # noqa: S607
-        cwd=work_dir,
-        env=dict(env),
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if done.returncode != 0:
-        detail = " ".join(done.stderr.strip().splitlines()[-2:])
-        raise LookupError(f"`pulumi stack export --stack {stack}` failed: {detail}")
-    exported: dict[str, Any] = json.loads(done.stdout or "{}")
+    shown = run_pulumi(["stack", "export", "--stack", stack], work_dir=work_dir, env=env)
+    exported: dict[str, Any] = json.loads(shown or "{}")
     return exported
 
 
@@ -127,7 +109,7 @@ def _run(args: argparse.Namespace) -> int:
     extra = [a for a in args.extra if a != "--"]
     try:
         return up(str(args.stack), extra, ambient=bool(args.ambient))
-    except (ToolchainMissing, LookupError) as exc:
+    except (ToolchainMissing, PulumiFailed) as exc:
         print(f"up: {exc}", file=sys.stderr)
         return CANNOT_RUN
 
@@ -137,37 +119,28 @@ _DESCRIPTION: Final = (
     "end, instead of after every step (PULUMI_SKIP_CHECKPOINTS): linear instead of quadratic in the instances. "
     "If a run dies: `ssh-gateway recover`, then `ssh-gateway up` again."
 )
-_EPILOG: Final = (
-    "examples:\n  ssh-gateway up --stack dev\n  ssh-gateway up --ambient --stack prod-a   # CI: its backend, its CLI\n"
-    "  ssh-gateway up --stack dev -- --parallel 16\n\n"
-    "exit codes:\n  0  the update succeeded\n  2  cannot run: no toolchain, no such stack\n"
-    "  *  pulumi up failed with that code (recover, then up again, if it was interrupted)"
+COMMAND: Final = Command(
+    name="up",
+    summary="pulumi up; a first up writes its checkpoint once, at the end",
+    description=_DESCRIPTION,
+    examples=(
+        "ssh-gateway up --stack dev",
+        "ssh-gateway up --ambient --stack prod-a   # CI: its backend, its CLI",
+        "ssh-gateway up --stack dev -- --parallel 16",
+    ),
+    codes={
+        0: "the update succeeded",
+        1: "pulumi up failed (pulumi's own nonzero code is passed on); if it was interrupted: recover, then up",
+        CANNOT_RUN: "cannot run: no toolchain, no such stack",
+    },
+    run=_run,
+    arguments=_add_arguments,
 )
-
-
-def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add `up` to a CLI's subcommands; its handler is the parser default `run(args) -> exit code`."""
-    parser = commands.add_parser(
-        "up",
-        help="pulumi up; a first up writes its checkpoint once, at the end",
-        description=_DESCRIPTION,
-        epilog=_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    _add_arguments(parser)
-    parser.set_defaults(run=_run)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """`python -m ssh_gateway.ops.up`; returns the exit code."""
-    parser = argparse.ArgumentParser(
-        prog="python -m ssh_gateway.ops.up",
-        description=_DESCRIPTION,
-        epilog=_EPILOG,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    _add_arguments(parser)
-    return _run(parser.parse_args(argv))
+    return COMMAND.main(argv, prog="python -m ssh_gateway.ops.up")
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ from ssh_gateway.local.istio_crds import install_istio_crds
 from ssh_gateway.ops.automation import open_stack, remove_stack
 from ssh_gateway.plumbing.toolchain import ToolchainMissing, pulumi_env
 
-from .fake_azure import azure_native_fixture, fake_azure_fixture  # noqa: F401 - the stand-in's fixtures, for every test
+from .fake_azure import FakeAzure, fake_azure_native
 
 StackFactory = Callable[..., auto.Stack]
 
@@ -83,6 +83,24 @@ def make_stack(emulator: EmulatorHandle) -> Iterator[StackFactory]:
 
 def static_instance(name: str, **extra: Any) -> dict[str, Any]:
     return {"name": name, "target": "static", "staticHost": "127.0.0.1", "staticPort": 2222, **extra}
+
+
+# --- the Azure stand-in (fake_azure.py) --------------------------------------------------------------------
+
+
+@pytest.fixture(name="fake_azure")
+def fake_azure_fixture() -> FakeAzure:
+    """The stand-in's objects, for a test that looks at them (ask for it with `azure_native`)."""
+    return FakeAzure()
+
+
+@pytest.fixture(name="azure_native")
+def azure_native_fixture(monkeypatch: pytest.MonkeyPatch, fake_azure: FakeAzure) -> Iterator[str]:
+    """The fake, for the stacks and CLI runs of one test. Ask for it before `make_stack`, so that it outlives
+    the stacks' destroy at teardown."""
+    with fake_azure_native(fake_azure) as debug:
+        monkeypatch.setenv("PULUMI_DEBUG_PROVIDERS", debug)
+        yield debug
 
 
 # --- a real shared state backend: Azure Blob, served by Azurite (ssh_gateway/local/azurite.py) ------------

@@ -10,8 +10,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pytest
 from pulumi import automation as auto
 
 from pangolin_emulator.harness import EmulatorHandle
@@ -20,6 +20,9 @@ from ssh_gateway.plumbing.toolchain import REPO, pulumi_env
 
 from .cli import run
 from .sampler import Probe
+
+if TYPE_CHECKING:  # only for `show`'s annotation: the benchmarks import this module without pytest
+    import pytest
 
 ALL_FAULTS = ("500", "429", "timeout", "reset", "timeout-after-write")
 PUT_RESOURCE = "PUT /v1/org/{orgId}/resource"
@@ -93,9 +96,16 @@ def names_in(emulator: EmulatorHandle, stack: auto.Stack) -> int:
 def start_up(stack: auto.Stack, log: Path, *extra: str, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
     """`pulumi up` of `stack` (plus `extra` flags) in a session of its own, so that its whole process tree can be
     killed; `env` over the offline toolchain's (another backend, another PULUMI_HOME)."""
+    argv = ["pulumi", "up", "--yes", "--skip-preview", "--non-interactive", "--stack", stack.name, *extra]
+    return start_in_session(argv, log, env=env)
+
+
+def start_in_session(argv: list[str], log: Path, *, env: dict[str, str] | None = None) -> subprocess.Popen[bytes]:
+    """`argv` (e.g. `ssh-gateway up`) in a session of its own, its output to `log`: `kill_tree` then kills every
+    process it starts; `env` over the offline toolchain's."""
     with log.open("wb") as out:
         return subprocess.Popen(
-            ["pulumi", "up", "--yes", "--skip-preview", "--non-interactive", "--stack", stack.name, *extra],
+            argv,
             cwd=REPO,
             env={**pulumi_env(), **(env or {})},
             stdout=out,

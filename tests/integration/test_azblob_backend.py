@@ -2,7 +2,8 @@
 real CLI. `up`, `preview` and the drift check on it; `recover` with the lock blobs a killed `up` leaves (a dead
 process of this host: cleared; another host's: refused, exit 3); two "CI runners" (each its own PULUMI_HOME)
 whose `up`s of one stack overlap; and k shards deployed at once from separate processes, merged into one ssh
-config by `ssh-gateway ssh-config --ambient --stack …` and read back by the real `ssh -G`.
+config by `ssh-gateway ssh-config --ambient --stack …` and read back by the real `ssh -G`; and the up workflow's
+deploy step (`ssh-gateway up --ambient` with the policy pack) as bash runs it, on a new stack and then again.
 
 Every runner is a process environment: the offline toolchain's, with the backend's variables (`Azurite.env()`)
 and a PULUMI_HOME of its own, as two CI jobs on two machines would have."""
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import time
 import uuid
@@ -19,13 +21,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 from pulumi import automation as auto
 
 from pangolin_emulator.harness import EmulatorHandle
 from ssh_gateway.local import azurite as azurite_module
 from ssh_gateway.local.azurite import Azurite
 from ssh_gateway.ops.automation import open_stack, remove_stack, state_file, workspace_options
-from ssh_gateway.plumbing.toolchain import REPO
+from ssh_gateway.plumbing.toolchain import REPO, pulumi_env
 
 from .cli import pulumi, run
 from .conftest import change_by_hand, stack_config, static_instance
@@ -283,3 +286,47 @@ def ssh_g(home: Path, alias: str) -> dict[str, str]:
         ["ssh", "-F", str(home / ".ssh" / "config"), "-G", alias], capture_output=True, text=True, check=True
     )
     return {key: value for key, _, value in (line.partition(" ") for line in done.stdout.splitlines())}
+
+
+# --- the up workflow's step ------------------------------------------------------------------------------------
+
+
+def test_the_up_jobs_step_deploys_a_new_shard_with_ssh_gateway_up_then_a_second_run_changes_nothing(
+    emulator: EmulatorHandle, azurite: Azurite, make_shared_stack: SharedStackFactory, tmp_path: Path
+) -> None:
+    """`.github/workflows/up-stack.yml`'s `up` and summary steps, run by bash as a runner runs them (`shell: bash`,
+    ssh-gateway on PATH, the job's environment), on a stack of the shared backend."""
+    job = yaml.safe_load((REPO / ".github" / "workflows" / "up-stack.yml").read_text())["jobs"]["up"]
+    [up_step] = [s for s in job["steps"] if s.get("id") == "up"]
+    [summary_step] = [s for s in job["steps"] if s.get("name") == "Summary"]
+    stack = make_shared_stack(stack_config(emulator, [static_instance("a"), static_instance("b")]))
+    summary = tmp_path / "step-summary.md"
+    env = {
+        **runner(azurite, tmp_path / "ci"),
+        "PATH": f"{REPO / '.venv' / 'bin'}{os.pathsep}{pulumi_env()['PATH']}",
+        "STACK": stack.name,
+        "RUNNER_TEMP": str(tmp_path),
+        "GITHUB_STEP_SUMMARY": str(summary),
+    }
+
+    def step(run_text: str) -> subprocess.CompletedProcess[str]:
+        return run(["bash", "--noprofile", "--norc", "-eo", "pipefail", "-c", run_text], env=env)
+
+    first = step(up_step["run"])
+    assert first.returncode == 0, first.stdout[-3000:]
+    # A new stack of Pangolin resources only: recover heals a lost first up of it, so its checkpoint is written once.
+    assert f"up {stack.name}: a first up; the checkpoint is written once, at the end" in first.stdout
+    assert "ssh-gateway-guardrails|local|policy" in first.stdout and "[mandatory]" not in first.stdout  # it gated
+    assert sorted(stack.outputs()["allocations"].value) == ["a", "b"]
+    assert blobs(azurite, lock_prefix(stack)) == []
+    assert step(summary_step["run"]).returncode == 0
+    # The update's own result (not its preview's, which the output has first): what changed, the packs, the time.
+    shown = summary.read_text()
+    assert re.match(rf"### ssh-gateway up: `{stack.name}`\n```\nResources:\n    \+ \d+ created\n", shown), shown
+    assert shown.count("Resources:") == 1 and "ssh-gateway-guardrails" in shown and "\nDuration: " in shown
+
+    second = step(up_step["run"])  # the daily run: a stack that exists keeps every checkpoint, and has nothing to do
+    assert second.returncode == 0, second.stdout[-3000:]
+    assert "a first up" not in second.stdout
+    assert "unchanged" in second.stdout.split("Resources:")[-1]
+    stack.preview(expect_no_changes=True)

@@ -21,7 +21,6 @@ from ssh_gateway.plumbing.toolchain import REPO
 
 from .cli import pulumi, run
 from .conftest import StackFactory, stack_config, static_instance
-from .fake_azure import azure_native_fixture  # noqa: F401 - the `azure_native` fixture
 from .probe import make_probe
 from .test_policy_pack import PACK, violations
 

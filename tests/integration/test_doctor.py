@@ -1,11 +1,11 @@
 """The doctor against a stack whose instances are each broken at one layer on purpose, through the real CLI.
 
 One stack, ten instances behind the emulator's data plane: two healthy (a pinned key, and an issued host
-identity served from the stack's hostIdentities output), and one per broken layer, each made the way it breaks
-in real life: no listener on the gateway port; packets dropped (a full accept queue never answers a SYN, like a
-closed firewall), twice, to see instances checked side by side; the target's sshd stopped; the Pangolin
-resource disabled; a host key pinned that the server does not have; and for the host identity, an sshd that
-serves no certificate (the Secret not mounted) and one that serves a certificate from another CA.
+identity served from the files `ssh-gateway host-identity` derives), and one per broken layer, each made the way
+it breaks in real life: no listener on the gateway port; packets dropped (a full accept queue never answers a
+SYN, like a closed firewall), twice, to see instances checked side by side; the target's sshd stopped; the
+Pangolin resource disabled; a host key pinned that the server does not have; and for the host identity, an sshd
+that serves no certificate (the Secret not mounted) and one that serves a certificate from another CA.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from ssh_gateway.local.sshd_identity import IdentitySshd, mount_secret
 from ssh_gateway.ops.automation import open_stack, remove_stack
 from ssh_gateway.ops.doctor import diagnose, endpoints_from_outputs
 from ssh_gateway.ops.doctor.__main__ import main as doctor_main
+from ssh_gateway.ops.host_identity_files import stack_identity_files
 from ssh_gateway.plumbing.toolchain import REPO
 
 from .conftest import change_by_hand, stack_config
@@ -108,18 +109,18 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
             sshd.start()
             doomed.start()
             outputs = {k: v.value for k, v in stack.up().outputs.items()}
-            identities = outputs["hostIdentities"]
-            mount_secret(certified.mount_dir, _secret(identities["certified"]))
+            identities = {n: stack_identity_files(stack.name, n) for n in ("certified", "foreign-ca")}
+            mount_secret(certified.mount_dir, identities["certified"])
             # The key of its own instance, certified for its names, but by a CA that is not the stack's.
             stale = hi.sign_host_certificate(
                 ca_private_key=hi.generate_key_pair().private_key,
-                host_public_key=identities["foreign-ca"]["publicKey"],
+                host_public_key=identities["foreign-ca"][hi.HOST_PUBLIC_KEY_FILE].strip(),
                 principals=["127.0.0.1", "ssh-foreign-ca"],
                 key_id="another-stack/foreign-ca",
                 validity=hi.Validity.for_days(1),
                 serial=1,
             )
-            mount_secret(foreign.mount_dir, _secret({**identities["foreign-ca"], "certificate": stale}))
+            mount_secret(foreign.mount_dir, {**identities["foreign-ca"], hi.HOST_CERTIFICATE_FILE: stale + "\n"})
             certified.start()
             foreign.start()
             doomed.stop()
@@ -135,12 +136,6 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
                     server.stop()
                 for sock in [blocker, *droppers]:
                     sock.close()
-
-
-def _secret(issued: dict[str, str]) -> dict[str, str]:
-    return hi.secret_data(
-        private_key=issued["privateKey"], public_key=issued["publicKey"], certificate=issued["certificate"]
-    )
 
 
 def doctor(world: World, capsys: pytest.CaptureFixture[str], instance: str) -> tuple[int, dict[str, Any]]:
@@ -184,7 +179,8 @@ def test_no_certificate_served_is_host_identity(world: World, capsys: pytest.Cap
     assert status == 1
     assert finding["brokenLayer"] == "hostidentity"
     assert finding["problem"].startswith("host identity: the sshd serves no host certificate")
-    assert "mount the Secret ssh-uncertified-host-key" in finding["fix"] and "hostIdentities" in finding["fix"]
+    assert "mount the Secret ssh-uncertified-host-key" in finding["fix"]
+    assert "ssh-gateway host-identity" in finding["fix"]
 
 
 def test_a_certificate_from_another_ca_is_host_identity(world: World, capsys: pytest.CaptureFixture[str]) -> None:

@@ -10,7 +10,9 @@ import pytest
 from pulumi.automation import OpType
 
 from pangolin_emulator.harness import EmulatorHandle
+from ssh_gateway.core.host_identity import HOST_PUBLIC_KEY_FILE
 from ssh_gateway.ops.automation import state_file
+from ssh_gateway.ops.host_identity_files import stack_identity_files
 from ssh_gateway.plumbing.toolchain import pulumi_env
 
 from .conftest import StackFactory, exported_resources, stack_config
@@ -42,10 +44,13 @@ def test_preview_up_noop_destroy(emulator: EmulatorHandle, make_stack: StackFact
     }
     manifests = "\n".join(p.read_text() for p in render_dir.rglob("*.yaml"))
     assert "name: ssh-gpu-k8s" in manifests and "namespace: gpu-dev" in manifests
-    # No Secret rendered (it would be the host's private key in plaintext on disk): warned, and an output instead.
+    # No Secret rendered (it would be the host's private key in plaintext on disk): warned, and no output holds
+    # it either: `ssh-gateway host-identity` derives the files from the stack's state.
     assert "kind: Secret" not in manifests and "PRIVATE KEY" not in manifests
     assert "the host-key Secrets of gpu-k8s are not rendered" in up.stderr + up.stdout
-    assert list(outputs["hostIdentities"]) == ["gpu-k8s"]
+    assert "hostIdentities" not in outputs
+    files = stack_identity_files(stack.name, "gpu-k8s")
+    assert outputs["hostKeys"]["gpu-k8s"].endswith(" " + files[HOST_PUBLIC_KEY_FILE].strip())
 
     state = emulator.state()
     [resource] = state["resources"]

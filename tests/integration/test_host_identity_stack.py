@@ -3,19 +3,20 @@ emulator's data plane:
 
 - a real sshd serves the key and certificate exactly as a pod mounts them from the Secret read back from the
   API server (a nodePort instance: its Pangolin target is 127.0.0.1:<nodePort>, where that sshd listens), and
-  another serves a static instance's identity from the secret output hostIdentities;
+  another serves a static instance's identity from the files `ssh-gateway host-identity --write` derives;
 - real ssh, StrictHostKeyChecking=yes and only the stack's CA line, connects through the allocated public port;
 - the fingerprints stay the same when the port moves and when the Service and its Secret are destroyed and
   re-created (a namespace change replaces both), and when the CA is rotated;
 - a certificate from another CA (the old one, after a rotation without overlap) is refused;
-- `pulumi stack export` (no --show-secrets), every `up`'s output and `pulumi stack output` hold 0 plaintext
-  private keys.
+- `pulumi stack export` (no --show-secrets), every `up`'s output and `pulumi stack output` (even with
+  --show-secrets: no output holds an identity) hold 0 plaintext private keys.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import stat
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -31,8 +32,9 @@ from ssh_gateway.local.control_plane import ControlPlane
 from ssh_gateway.local.sshd import KeyPair as ClientKeys
 from ssh_gateway.local.sshd import ensure_client_keypair
 from ssh_gateway.local.sshd_identity import IdentitySshd, mount_secret
+from ssh_gateway.plumbing.toolchain import REPO
 
-from .cli import pulumi
+from .cli import pulumi, run
 from .conftest import StackFactory, exported_resources, stack_config
 from .local_ports import free_port, free_port_block
 from .secret_scan import key_material, seed_fragments
@@ -73,10 +75,21 @@ class World:
         # --diff: the output then shows every changed property, which the leak check reads too.
         self.stack.up(on_output=self.logs.append, diff=True, refresh=refresh)
         self.private_keys |= set(self._state_private_keys())
-        outputs = {key: value.value for key, value in self.stack.outputs().items()}
-        # The static instances' derived keys; a Service's are in its Secret (the test adds those it reads).
-        self.private_keys |= {str(files["privateKey"]) for files in (outputs.get("hostIdentities") or {}).values()}
-        return outputs
+        return {key: value.value for key, value in self.stack.outputs().items()}
+
+    def command_files(self, instance: str) -> dict[str, str]:
+        """What the real `ssh-gateway host-identity --write DIR` writes for a static instance: its files, 0600."""
+        assert self.stack is not None
+        where = self.root / f"identity-{uuid.uuid4().hex[:6]}"
+        argv = [str(REPO / ".venv" / "bin" / "ssh-gateway"), "host-identity", "--stack", self.stack.name]
+        done = run([*argv, "--instance", instance, "--write", str(where)])
+        assert done.returncode == 0, done.stderr
+        self.logs += [done.stdout, done.stderr]  # searched for key material too: it prints only paths
+        files = {path.name: path.read_text() for path in where.iterdir()}
+        assert sorted(files) == sorted(hi.SECRET_KEYS)
+        assert {stat.S_IMODE(path.stat().st_mode) for path in where.iterdir()} == {0o600}
+        self.private_keys.add(files[hi.HOST_KEY_FILE])
+        return files
 
     def resources(self, typ: str) -> dict[str, dict[str, Any]]:
         assert self.stack is not None
@@ -195,7 +208,7 @@ def test_issued_identities_survive_and_nothing_leaks(
     )
     assert first["hostKeys"]["gpu-np"].endswith(" " + files[hi.HOST_PUBLIC_KEY_FILE].strip())
     assert not world.resources(HOST_KEY_TYPE) and list(world.resources(HOST_KEY_ROOT_TYPE)) == ["host-key-root"]
-    assert "gpu-np" not in first["hostIdentities"]  # delivered by the Secret, not an output
+    assert "hostIdentities" not in first  # no output holds an identity: the Secret, or the command, delivers it
     (ca_line,) = first["knownHosts"].splitlines()
     assert ca_line.startswith("@cert-authority ssh-*.example.test,[ssh-*.example.test]:* ssh-ed25519 ")
     # What the nightly drift check runs: a refresh reads the keys and the Secret back as they are, no changes.
@@ -203,10 +216,12 @@ def test_issued_identities_survive_and_nothing_leaks(
     world.stack.refresh(on_output=world.logs.append)
     world.stack.preview(expect_no_changes=True, on_output=world.logs.append)
 
-    # 2. A real sshd from the Secret as the pod mounts it, and one from hostIdentities for the VM; real ssh with
-    # only the CA line through the allocated public ports.
+    # 2. A real sshd from the Secret as the pod mounts it, and one from the command's files for the VM; real ssh
+    # with only the CA line through the allocated public ports.
     world.serve(files, node_port)
-    world.serve(_files(first["hostIdentities"]["vm-01"]), vm_port)
+    vm_files = world.command_files("vm-01")
+    assert first["hostKeys"]["vm-01"].endswith(" " + vm_files[hi.HOST_PUBLIC_KEY_FILE].strip())
+    world.serve(vm_files, vm_port)
     ports = first["allocations"]
     _connects(world.ssh(first["knownHosts"], "ssh-gpu-np.example.test", ports["gpu-np"]))
     _connects(world.ssh(first["knownHosts"], "ssh-vm-01.example.test", ports["vm-01"]))
@@ -217,7 +232,7 @@ def test_issued_identities_survive_and_nothing_leaks(
     moved = world.up(config(namespace, port=new_port))
     assert moved["allocations"]["vm-01"] == new_port != ports["vm-01"]
     assert _fingerprints(moved) == fingerprints
-    assert moved["hostIdentities"]["vm-01"]["certificate"] == first["hostIdentities"]["vm-01"]["certificate"]
+    assert world.command_files("vm-01") == vm_files
     _connects(world.ssh(moved["knownHosts"], "ssh-vm-01.example.test", new_port))
 
     # 4. The Service and its Secret are destroyed and re-created (another namespace replaces both; the new
@@ -239,7 +254,9 @@ def test_issued_identities_survive_and_nothing_leaks(
     assert rotated["knownHosts"] != first["knownHosts"] and [e["generation"] for e in rotated["hostCa"]] == [2]
     assert sorted(world.resources(HOST_CA_TYPE)) == ["host-ca-g2"]
     world.sshds[1].stop()  # the VM's operator installs the re-issued certificate and restarts sshd
-    world.serve(_files(rotated["hostIdentities"]["vm-01"]), vm_port)
+    rotated_files = world.command_files("vm-01")
+    assert rotated_files[hi.HOST_KEY_FILE] == vm_files[hi.HOST_KEY_FILE]  # the key stays, re-certified
+    world.serve(rotated_files, vm_port)
     refused = world.ssh(first["knownHosts"], "ssh-vm-01.example.test", new_port)
     assert refused.returncode == 255 and "No matching CA found" in refused.stderr, refused.stderr
     assert "Host key verification failed." in refused.stderr and GREETING not in refused.stdout
@@ -258,12 +275,6 @@ def test_issued_identities_survive_and_nothing_leaks(
     print(f"no-leak check: {counts}")
 
 
-def _files(issued: dict[str, str]) -> dict[str, str]:
-    return hi.secret_data(
-        private_key=issued["privateKey"], public_key=issued["publicKey"], certificate=issued["certificate"]
-    )
-
-
 def _assert_no_plaintext_private_key(world: World) -> dict[str, int]:
     stack = world.stack
     assert stack is not None
@@ -277,11 +288,11 @@ def _assert_no_plaintext_private_key(world: World) -> dict[str, int]:
     distinct = {frozenset(seed_fragments(key)) for key in keys}
     counts = {"private keys searched": len(distinct)}
     # The search finds the keys where they are in plaintext: in the export and the output with --show-secrets
-    # (state: the CAs and the root; the Secret's stringData and data, base64; hostIdentities). With derived host
-    # keys no resource keeps an instance's key, so each key is there at least once.
+    # (state: the CAs and the root; the Secret's stringData and data, base64). No output holds a key, and with
+    # derived host keys no resource keeps a static instance's key: the root and the CA stand for them.
     counts["export --show-secrets"] = shown = key_material(revealed.stdout, keys)
     counts["stack output --show-secrets"] = shown_output = key_material(revealed_output.stdout, keys)
-    assert shown >= len(distinct) and shown_output >= 1, (shown, shown_output)
+    assert shown >= len(distinct) and shown_output == 0, (shown, shown_output)
     for where, text in {
         "stack export": exported.stdout,
         "up output": "".join(world.logs),
@@ -299,5 +310,5 @@ def _assert_no_plaintext_private_key(world: World) -> dict[str, int]:
                 for where in ("inputs", "outputs"):
                     value = resource[where].get(field)
                     assert value is None or value.get(SIG_KEY) == ENCRYPTED_SIG, (resource["urn"], where, field)
-    assert json.loads(output.stdout)["hostIdentities"] == "[secret]"
+    assert "hostIdentities" not in json.loads(output.stdout)
     return counts

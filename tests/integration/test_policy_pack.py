@@ -19,7 +19,6 @@ from ssh_gateway.plumbing.toolchain import REPO
 
 from .cli import pulumi
 from .conftest import StackFactory, stack_config, static_instance
-from .fake_azure import azure_native_fixture  # noqa: F401 - the `azure_native` fixture
 from .probe import make_probe
 
 pytestmark = pytest.mark.integration

@@ -3,6 +3,7 @@ file and the state scaffolding it writes, and the port table's adoption by name.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ from ssh_gateway.core.names import (
     COMPONENT_TYPE,
     NSG_RULE_TYPE,
     PANGOLIN_TYPE,
+    SECRET_TYPE,
     SERVICE_TYPE,
     STACK_MARK,
     stack_marked,
@@ -103,6 +105,18 @@ def test_a_first_ups_objects_get_their_parents_and_providers_first_then_one_impo
     assert ROOT not in by_name  # the root stack is the import's default parent
 
 
+def test_an_unchanged_provider_is_configured_with_the_inputs_the_state_holds() -> None:
+    # A preview lists no step for a provider it leaves as it is: its inputs come from the state, revealed.
+    held = {"__internal": {}, "kubeconfig": adopt._revealed(adopt._secret("/k/config")), "version": "4.25.0"}
+    config = adopt._provider_config(None, held, "kubernetes", "dev", Path("."), {})
+    assert config == {"kubeconfig": "/k/config", "version": "4.25.0"}
+    planned = adopt.planned_creates(_first_up_preview())
+    assert adopt._provider_config(planned[K8S], held | {"kubeconfig": "/old"}, "kubernetes", "dev", Path("."), {}) == {
+        "kubeconfig": "/k/config",
+        "version": "4.25.0",
+    }  # the preview's, when it plans the provider
+
+
 def test_provider_inputs_enter_the_state_as_secrets() -> None:
     secret = adopt._secret("/k/config")
     assert secret["plaintext"] == '"/k/config"' and len(secret) == 2
@@ -114,8 +128,8 @@ def test_skip_checkpoints_is_recoverable_only_for_a_first_up_of_adoptable_types(
     assert not adopt.skip_checkpoints_is_recoverable(first, stack_has_resources=True)
     istio = "kubernetes:networking.istio.io/v1alpha3:EnvoyFilter"
     assert not adopt.skip_checkpoints_is_recoverable([*first, istio], stack_has_resources=False)
-    # Not yet proven against the real kube-apiserver (issue 23): a first `up` of Services keeps its checkpoints.
-    assert not adopt.skip_checkpoints_is_recoverable([*first, SERVICE_TYPE], stack_has_resources=False)
+    # Proven by the kill tests against the real kube-apiserver (tests/integration/test_recover_import.py).
+    assert adopt.skip_checkpoints_is_recoverable([*first, SERVICE_TYPE, SECRET_TYPE], stack_has_resources=False)
 
 
 def _binding(port: int, resource_id: int, name: str) -> dict[str, Any]:

@@ -54,10 +54,3 @@ def test_the_settings_routings_and_kinds_are_the_enums() -> None:
     from ssh_gateway.core.settings import KINDS, ROUTINGS
 
     assert ROUTINGS == tuple(Routing) and KINDS == tuple(GatewayKind)
-
-
-def test_a_secret_output_printed_without_show_secrets_reads_as_absent() -> None:
-    # `pulumi stack output --json` prints a secret output as "[secret]" (what `ssh-config --ambient` reads).
-    assert read_outputs({"hostIdentities": "[secret]"}).host_identities == {}
-    shown = {"vm-01": {"publicKey": "k"}}
-    assert read_outputs({"hostIdentities": shown}).host_identities == shown

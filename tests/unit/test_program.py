@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import pulumi
@@ -20,6 +21,7 @@ from ssh_gateway.core.names import (
 )
 from ssh_gateway.core.org import OrgView
 from ssh_gateway.core.settings import parse_settings
+from ssh_gateway.ops.host_identity_files import InstanceRefused, identity_files
 from tests.mocks import revealed
 
 from .conftest import ASSIGNED_NODE_PORT, RecordingMocks
@@ -144,15 +146,37 @@ def test_components_parent_their_children(mocks: RecordingMocks) -> None:
 # --- host identity ------------------------------------------------------------------------------
 
 
-def _issued(out: dict[str, Any], mocks: RecordingMocks) -> dict[str, hi.HostCertificate]:
-    """Each issued instance's certificate (verified against the signing CA), from its Secret or hostIdentities."""
+def _state(mocks: RecordingMocks) -> dict[str, Any]:
+    """The run's CAs and host-key root as `pulumi stack export --show-secrets` shows them (what the
+    `host-identity` command reads)."""
+    resources = [
+        {"type": r.typ, "urn": f"urn:pulumi:unit::ssh-gateway::{r.typ}::{r.name}", "outputs": kept}
+        for r in mocks.registered
+        if r.typ in (HOST_CA_TYPE, HOST_KEY_ROOT_TYPE)
+        for kept in [mocks.kept[r.name, r.inputs["generation"]]]
+    ]
+    return {"deployment": {"resources": resources}}
+
+
+def _from_command(raw: Any, mocks: RecordingMocks, instance: str) -> dict[str, str]:
+    """The files `ssh-gateway host-identity` derives for `instance` from this run's settings and state."""
+    return identity_files(raw, _state(mocks), instance, project="ssh-gateway", stack="unit", now=int(time.time()))
+
+
+def _issued(out: dict[str, Any], mocks: RecordingMocks, raw: Any) -> dict[str, hi.HostCertificate]:
+    """Each issued instance's certificate (verified against the signing CA), from its Secret or, where no
+    Secret serves it, from the `host-identity` command."""
     signer = next(e["publicKey"] for e in out["hostCa"] if e["signing"])
     files = {
         r.inputs["metadata"]["name"].removeprefix("ssh-").removesuffix("-host-key"): revealed(r.inputs["stringData"])
         for r in mocks.of_type(SECRET_TYPE)
     }
+    files |= {
+        i.name: _from_command(raw, mocks, i.name)
+        for i in raw.instances
+        if raw.issues_host_key(i) and not raw.delivers_secret(i)
+    }
     certificates = {name: f[hi.HOST_CERTIFICATE_FILE] for name, f in files.items()}
-    certificates |= {name: f["certificate"] for name, f in out["hostIdentities"].items()}
     return {
         name: hi.verify_host_certificate(
             c, ca_public_keys=[signer], principal=hi.parse_host_certificate(c).principals[0]
@@ -162,7 +186,8 @@ def _issued(out: dict[str, Any], mocks: RecordingMocks) -> dict[str, hi.HostCert
 
 
 def test_each_instance_gets_a_certified_key_and_service_targets_a_secret(mocks: RecordingMocks) -> None:
-    out = run_program(settings())
+    raw = settings()
+    out = run_program(raw)
     (ca,) = mocks.of_type(HOST_CA_TYPE)
     assert (ca.name, ca.inputs["generation"]) == ("host-ca-g1", 1)
     [ca_entry] = out["hostCa"]
@@ -172,7 +197,7 @@ def test_each_instance_gets_a_certified_key_and_service_targets_a_secret(mocks: 
     assert [r.name for r in mocks.of_type(HOST_KEY_ROOT_TYPE)] == ["host-key-root"]
     assert not mocks.of_type(HOST_KEY_TYPE)
 
-    issued = _issued(out, mocks)
+    issued = _issued(out, mocks, raw)
     assert sorted(issued) == ["gpu-01", "gpu-02", "vm-01"]
     gpu01 = issued["gpu-01"]
     # The public host and the ssh alias; never a port, so a moved port leaves the certificate alone.
@@ -204,11 +229,16 @@ def test_each_instance_gets_a_certified_key_and_service_targets_a_secret(mocks: 
     )
     assert out["hostKeys"]["gpu-01"] == f"ssh-gpu-01.example.com,[ssh-gpu-01.example.com]:* {public}"
 
-    # The static instance: no Secret; its identity is in the secret output hostIdentities, for the operator.
-    assert sorted(out["hostIdentities"]) == ["vm-01"]
-    vm = out["hostIdentities"]["vm-01"]
-    assert hi.public_key_of(vm["privateKey"]) == vm["publicKey"] == out["hostKeys"]["vm-01"].split(" ", 1)[1]
-    hi.verify_host_certificate(vm["certificate"], ca_public_keys=[ca_entry["publicKey"]], principal="ssh-vm-01")
+    # The static instance: no Secret and no output holds its identity; the `host-identity` command derives it
+    # from the state, for the key the stack publishes. For a Secret's instance it derives the Secret's bytes.
+    assert "hostIdentities" not in out
+    vm = _from_command(raw, mocks, "vm-01")
+    public_vm = vm[hi.HOST_PUBLIC_KEY_FILE].strip()
+    assert hi.public_key_of(vm[hi.HOST_KEY_FILE]) == public_vm == out["hostKeys"]["vm-01"].split(" ", 1)[1]
+    hi.verify_host_certificate(
+        vm[hi.HOST_CERTIFICATE_FILE], ca_public_keys=[ca_entry["publicKey"]], principal="ssh-vm-01"
+    )
+    assert _from_command(raw, mocks, "gpu-01") == files
 
     block = out["sshConfig"].split("Host ssh-gpu-01\n", 1)[1].split("\n\n", 1)[0]
     assert "    UserKnownHostsFile ~/.ssh/known_hosts.d/ssh-gateway-unit\n    StrictHostKeyChecking yes" in block
@@ -217,16 +247,19 @@ def test_each_instance_gets_a_certified_key_and_service_targets_a_secret(mocks: 
 
 def test_a_rerun_derives_the_same_files(mocks: RecordingMocks) -> None:
     # The same stack (its root and CA kept in state) gives byte-identical Secrets: no update on every `up`.
+    # By name: the instances register concurrently, so the order of the registrations is not the program's.
     first = run_program(settings())
-    first_secrets = [revealed(r.inputs["stringData"]) for r in mocks.of_type(SECRET_TYPE)]
+    first_secrets = {r.name: revealed(r.inputs["stringData"]) for r in mocks.of_type(SECRET_TYPE)}
     mocks.registered.clear()
     again = run_program(settings())
-    assert [revealed(r.inputs["stringData"]) for r in mocks.of_type(SECRET_TYPE)] == first_secrets
+    assert {r.name: revealed(r.inputs["stringData"]) for r in mocks.of_type(SECRET_TYPE)} == first_secrets
+    assert len(first_secrets) == 2
     assert again["hostKeys"] == first["hostKeys"]
 
 
 def test_a_shared_host_name_gets_aliases_and_the_ca_line_covers_them(mocks: RecordingMocks) -> None:
-    out = run_program(settings(gateway={"hostTemplate": "gw.example.com"}))
+    raw = settings(gateway={"hostTemplate": "gw.example.com"})
+    out = run_program(raw)
     patterns = out["knownHosts"].split()[1]
     assert patterns == "gw.example.com,[gw.example.com]:*,ssh-*,[ssh-*]:*"
     assert out["sshConfig"].count("HostKeyAlias ") == 3
@@ -234,7 +267,7 @@ def test_a_shared_host_name_gets_aliases_and_the_ca_line_covers_them(mocks: Reco
     assert "    HostKeyAlias ssh-gpu-02\n" in out["sshConfig"]
     # The plain lines are under the alias, which ssh looks the key up by (without a port).
     assert out["hostKeys"]["gpu-02"].startswith("ssh-gpu-02,[ssh-gpu-02]:* ssh-ed25519 ")
-    assert _issued(out, mocks)["gpu-02"].principals == ("gw.example.com", "ssh-gpu-02")
+    assert _issued(out, mocks, raw)["gpu-02"].principals == ("gw.example.com", "ssh-gpu-02")
 
 
 def test_a_pinned_host_key_keeps_its_plain_line_and_gets_no_issued_key(mocks: RecordingMocks) -> None:
@@ -243,24 +276,27 @@ def test_a_pinned_host_key_keeps_its_plain_line_and_gets_no_issued_key(mocks: Re
         {"name": "gpu-01", "user": "alice"},
         {"name": "vm-01", "target": "static", "staticHost": "10.1.2.3", "staticPort": 2200, "hostKey": pin},
     ]
-    out = run_program(settings(instances=instances))
-    assert sorted(_issued(out, mocks)) == ["gpu-01"]
+    raw = settings(instances=instances)
+    out = run_program(raw)
+    assert sorted(_issued(out, mocks, raw)) == ["gpu-01"]
     ca_line, pinned = out["knownHosts"].splitlines()
     assert ca_line.startswith("@cert-authority ")
     assert pinned == f"ssh-vm-01.example.com,[ssh-vm-01.example.com]:* {pin}"  # every port: survives a move
     assert out["hostKeys"]["vm-01"] == pinned
-    assert out["hostIdentities"] == {}
+    with pytest.raises(InstanceRefused, match=r"--instance 'vm-01': stack unit issues it no host key"):
+        _from_command(raw, mocks, "vm-01")
     assert out["sshConfig"].count("StrictHostKeyChecking yes") == 2
 
 
 def test_a_ca_rotation_publishes_both_and_signs_with_the_chosen_one(mocks: RecordingMocks) -> None:
-    out = run_program(settings(hostIdentity={"ca": {"generations": [1, 2], "signing": 2}, "validDays": 30}))
+    raw = settings(hostIdentity={"ca": {"generations": [1, 2], "signing": 2}, "validDays": 30})
+    out = run_program(raw)
     assert sorted(r.name for r in mocks.of_type(HOST_CA_TYPE)) == ["host-ca-g1", "host-ca-g2"]
     lines = out["knownHosts"].splitlines()
     assert [line.split()[-3] for line in lines] == ["g1", "g2"]
     signer = {e["generation"]: e for e in out["hostCa"]}
     assert (signer[1]["signing"], signer[2]["signing"]) == (False, True)
-    for certificate in _issued(out, mocks).values():
+    for certificate in _issued(out, mocks, raw).values():
         assert certificate.ca_public_key == signer[2]["publicKey"]
         assert certificate.valid_before - certificate.valid_after == 30 * 86_400 + hi.CLOCK_SKEW_SECONDS
 
@@ -275,19 +311,20 @@ def test_rotating_one_instance_bumps_only_its_generation(mocks: RecordingMocks) 
 def test_host_identity_off_issues_nothing(mocks: RecordingMocks) -> None:
     out = run_program(settings(hostIdentity={"enabled": False}))
     assert not mocks.of_type(HOST_CA_TYPE) and not mocks.of_type(HOST_KEY_ROOT_TYPE) and not mocks.of_type(SECRET_TYPE)
-    assert (out["knownHosts"], out["hostKeys"], out["hostCa"], out["hostIdentities"]) == ("", {}, [], {})
+    assert (out["knownHosts"], out["hostKeys"], out["hostCa"]) == ("", {}, [])
     # No line vouches for these instances, so their blocks do not ask for strict checking either.
     assert "StrictHostKeyChecking" not in out["sshConfig"]
 
 
-def test_rendered_manifests_get_no_secret_and_the_identity_is_an_output(mocks: RecordingMocks) -> None:
+def test_rendered_manifests_get_no_secret_and_the_command_derives_the_identity(mocks: RecordingMocks) -> None:
     instances = [{"name": "gpu-01", "nodePort": 30022}, {"name": "gpu-02", "target": "clusterIp"}]
     raw_settings = settings(
         instances=instances, kubernetes={"namespace": "gpu", "nodeIp": "10.0.0.4", "renderDir": "/tmp/rendered"}
     )
     out = run_program(raw_settings)
     assert not mocks.of_type(SECRET_TYPE)
-    assert sorted(out["hostIdentities"]) == ["gpu-01", "gpu-02"]
+    # The command derives their files; with no Secret, a certificate of the stack's CA.
+    assert sorted(_issued(out, mocks, raw_settings)) == ["gpu-01", "gpu-02"]
     [warning] = [w for w in raw_settings.warnings() if "renderDir" in w]
     assert "host-key Secrets of gpu-01, gpu-02 are not rendered" in warning
 

@@ -193,9 +193,10 @@ def test_outputs_say_the_routing_and_give_the_connect_ssh_config(mocks: Recordin
 
 
 def test_connect_instances_get_their_host_identity_for_authority_and_alias(mocks: RecordingMocks) -> None:
-    out = run_program(connect_settings())
+    raw = connect_settings()
+    out = run_program(raw)
     assert not mocks.of_type(HOST_KEY_TYPE)  # derived from the stack's root: no resource per instance
-    issued = _issued(out, mocks)
+    issued = _issued(out, mocks, raw)
     assert issued["gpu-c1"].principals == ("ssh-gpu-c1", "ssh-gpu-c1.gpu.svc.cluster.local")
     assert issued["gpu-01"].principals == ("ssh-gpu-01", "ssh-gpu-01.example.com")
     secrets = {r.inputs["metadata"]["name"]: r.inputs for r in mocks.of_type("kubernetes:core/v1:Secret")}
@@ -330,7 +331,8 @@ STATIC_CONNECT: list[dict[str, Any]] = [
 
 
 def test_envoy_with_static_instances_registers_nothing_of_kubernetes(mocks: RecordingMocks) -> None:
-    out = run_program(connect_settings(connect=ENVOY, instances=STATIC_CONNECT))
+    raw = connect_settings(connect=ENVOY, instances=STATIC_CONNECT)
+    out = run_program(raw)
     kubernetes = [r.typ for r in mocks.registered if "kubernetes" in r.typ]
     assert kubernetes == []  # no provider, no Service, no EnvoyFilter: the stack needs no plugin and no cluster
     # The CONNECT entry is still one Pangolin resource to the Envoy listener, and its NSG rule.
@@ -357,8 +359,9 @@ def test_envoy_with_static_instances_registers_nothing_of_kubernetes(mocks: Reco
     assert s2["load_assignment"]["endpoints"][0]["lb_endpoints"][0]["endpoint"]["address"] == {
         "socket_address": {"address": "10.1.0.6", "port_value": 2222}
     }
-    # The issued identities of static targets go to the operator through the secret output, not a Secret.
-    assert sorted(out["hostIdentities"]) == ["gpu-s1", "gpu-s2", "vm-01"]
+    # No Secret and no output for the issued identities of static targets: `ssh-gateway host-identity` derives them.
+    assert "hostIdentities" not in out
+    assert _issued(out, mocks, raw)["gpu-s1"].principals == ("ssh-gpu-s1", "ssh-gpu-s1.gpu.svc.cluster.local")
     assert out["endpoints"]["gpu-s1"]["route"] == "envoyConfig/ssh-gateway.ssh-gpu-s1.gpu.svc.cluster.local"
     assert out["connect"]["gateway"] == {
         "kind": "envoy",

@@ -244,7 +244,7 @@ class Settings(StrictModel):
 
     def delivers_secret(self, inst: Instance) -> bool:
         """Whether the issued identity goes into a Kubernetes Secret next to the instance's Service: not for a
-        static target (the operator installs it from `hostIdentities`), nor when manifests are rendered to disk
+        static target (the operator writes it with `ssh-gateway host-identity`), nor when manifests are rendered to disk
         (a rendered Secret is a private key in plaintext on disk)."""
         return self.issues_host_key(inst) and not is_static(inst) and not self.kubernetes.render_dir
 
@@ -271,6 +271,6 @@ class Settings(StrictModel):
         if self.kubernetes.render_dir and undelivered:
             yield (
                 f"{NAMESPACE}:kubernetes.renderDir is set, so the host-key Secrets of {', '.join(undelivered)} are not "
-                "rendered (they would be private keys in plaintext on disk): create them from the secret output "
-                "hostIdentities (docs/host-identity.md)"
+                "rendered (they would be private keys in plaintext on disk): create them from the files "
+                "`ssh-gateway host-identity --instance NAME --write DIR` derives (docs/host-identity.md)"
             )

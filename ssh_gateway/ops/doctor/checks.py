@@ -219,13 +219,14 @@ _IDENTITY = "host identity"
 
 _FIXES: dict[RejectReason, str] = {
     "ca": "the sshd serves a certificate from another CA: after a CA rotation the pod still mounts a stale "
-    "Secret (restart it) or the static host an old file (install it again from hostIdentities); if the stack's "
+    "Secret (restart it) or the static host an old file (write it again: ssh-gateway host-identity); if the stack's "
     "CA was rotated without overlap, copy the stack's knownHosts output again; else another stack's sshd answers",
     "principal": "the certificate is not for this name: run `pulumi up` to re-issue it for the instance's names, "
-    "then restart the pod (or send sshd SIGHUP); if that does not help, another instance's sshd answers on this "
-    "port (check the Pangolin target)",
+    "then restart the pod (or send sshd SIGHUP; a static host writes it again with ssh-gateway host-identity); if "
+    "that does not help, another instance's sshd answers on this port (check the Pangolin target)",
     "expired": "the certificate expired: run `pulumi up` (it re-issues one with a third of its validity left), then "
-    "restart the pod or send sshd SIGHUP; run `up` at least that often",
+    "restart the pod or send sshd SIGHUP; run `up` at least that often (a static host: ssh-gateway host-identity "
+    "writes the current one)",
     "not-yet-valid": "the certificate is not valid yet: check this machine's clock (and the host's)",
     "malformed": "the served certificate is corrupt or not a host certificate: run `pulumi up` to re-create the "
     "Secret, then restart the pod",
@@ -242,8 +243,8 @@ def judge_certificates(
             "fail",
             f"{_IDENTITY}: the sshd serves no host certificate, so ssh with the stack's CA line refuses it",
             f"mount the Secret {host_key_secret_name(instance)} in the pod and serve it with the `HostKey` and "
-            "`HostCertificate` lines (docs/host-identity.md); for a static instance install its files from the "
-            "stack's hostIdentities output",
+            "`HostCertificate` lines (docs/host-identity.md); for a static instance write its files with "
+            f"`ssh-gateway host-identity --instance {instance} --write DIR`",
         )
     rejected: list[CertificateRejected] = []
     for certificate in certificates:

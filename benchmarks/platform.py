@@ -14,7 +14,9 @@ plain `pulumi up` does). Ratios are taken within the run. Static instances, host
   (`benchmarks.state_parts`, so the stack's fixed resources drop out);
 - the large N as 4 shards at once, each its own `ssh-gateway up` process against one emulator, wall until
   the last ends, vs the first `up` of the small N;
-- kill -9 at 3 points of a first `up`, then recover and `up`: not measured here yet.
+- kill -9 of a first `up` of 300 (30 with `--quick`) with an NSG rule per instance (the Azure stand-in) at 3
+  points, each on a fresh stack, then `ssh-gateway recover` and `ssh-gateway up`: what is left behind, counted
+  by the procedure the CI test runs (`tests/integration/skip_checkpoints_kill.py`).
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from functools import partial
@@ -37,6 +39,8 @@ from typing import Any
 from pangolin_emulator.harness import EmulatorHandle, running_emulator
 from ssh_gateway.ops.up import first_up_env, planned_create_types
 from ssh_gateway.plumbing.toolchain import REPO, pulumi_env
+from tests.integration.fake_azure import FakeAzure, fake_azure_native
+from tests.integration.skip_checkpoints_kill import FIREWALL_CONFIG, KILL_POINTS, KillTrial, kill_first_up
 
 from . import state_parts
 from .stacks import FIRST_PORT, Bench, Clock, Options, clocked, instance_names, open_program, program_config
@@ -183,6 +187,44 @@ def shards_timing(tmp: Path, total: int, shards: int) -> Shards:
                 bench.discard()
 
 
+def kill_trials(tmp: Path, count: int) -> list[KillTrial]:
+    """A first `up` of `count` killed at each of `KILL_POINTS`, a fresh stack, emulator and stand-in each."""
+    trials = []
+    for share in KILL_POINTS:
+        log(f"N={count}: first up killed at {share:.0%} of its creates, then recover and up")
+        name = f"bench-platform-kill-{share * 100:.0f}"
+        logs = tmp / name
+        logs.mkdir()
+        azure = FakeAzure()
+        with emulator(tmp, name) as emu, fake_azure_native(azure) as debug:
+            env = {"PULUMI_DEBUG_PROVIDERS": debug}
+            config = {**program_config(emu, instance_names(count)), **FIREWALL_CONFIG}
+            bench = open_program(name, emu, config, Options(env=env))
+            try:
+                trials.append(kill_first_up(emu, azure, bench.stack, instance_names(count), share, logs, env=env))
+            finally:
+                bench.discard()
+        log(trials[-1].summary())
+    return trials
+
+
+def _kill_row(trials: list[KillTrial]) -> str:
+    def total(count: Callable[[KillTrial], int]) -> int:
+        return sum(count(t) for t in trials)
+
+    orphans = total(lambda t: len(t.pangolin.orphans) + len(t.rules.orphans))
+    failed = [f"{t.share:.0%}" for t in trials if not t.clean]
+    return (
+        f"**{orphans}** orphans, **{total(lambda t: len(t.pangolin.twins))}** twins, "
+        f"**{total(lambda t: t.pangolin.pending)}** pending, "
+        f"**{total(lambda t: len(t.pangolin.doubly_bound))}** ports bound twice, "
+        f"{total(lambda t: len(t.moved))} ports moved; preview clean "
+        f"{sum(t.preview_clean for t in trials)}/{len(trials)}; "
+        f"{total(lambda t: len(t.pangolin.missing) + len(t.rules.missing) + len(t.rules.wrong_port))} instances "
+        f"not served or not opened" + (f"; NOT clean at {', '.join(failed)}" if failed else "")
+    )
+
+
 def state_per_instance() -> float:
     log("state bytes per instance: first ups of 10 and 20 (untimed)")
     return state_parts.measure_program("host identity on", {}, 10)["total"]
@@ -204,6 +246,7 @@ def report(results: dict[str, Any], shards: int) -> str:
     large: Size = results["large"]
     sharded: Shards = results["shards"]
     plain = results.get("checkpointed")
+    kills: list[KillTrial] = results["kill"]
     plain_note = ""
     if plain:
         plain_small, plain_large = plain
@@ -234,8 +277,8 @@ def report(results: dict[str, Any], shards: int) -> str:
             "≤ 8x",
         ),
         (
-            "kill -9 during a first `up` at 3 points → `recover`, `up`",
-            results.get("kill", "not yet measured"),
+            f"kill -9 during a first `up` of {kills[0].planned // 2} at {len(kills)} points → `recover`, `up`",
+            _kill_row(kills),
             "0 orphans, twins, pending, ports bound twice; preview clean",
         ),
     ]
@@ -257,6 +300,7 @@ def report(results: dict[str, Any], shards: int) -> str:
         f"{shards} shards of {large.count // shards} at once (slowest {sharded.slowest:.1f} s)",
         sharded.clock,
     )
+    lines += ["", *(f"- {trial.summary()}" for trial in kills)]
     return "\n".join(lines)
 
 
@@ -271,6 +315,7 @@ def main() -> None:
     parser.add_argument("--plus", type=int, default=3, help="+1 `up`s at the small N (their median)")
     parser.add_argument("--checkpoints", action="store_true", help="also first `up`s with every checkpoint")
     parser.add_argument("--json", type=Path, help="also write the raw figures to this file")
+    parser.add_argument("--kill-size", type=int, help="instances of the killed first `up`s (default 300, 30 quick)")
     args = parser.parse_args()
     small, large = (30, 300) if args.quick else (100, 1000)
     started = time.perf_counter()
@@ -283,6 +328,7 @@ def main() -> None:
         if args.checkpoints:
             results["checkpointed"] = (checkpointed_up(tmp, small), checkpointed_up(tmp, large))
         results["shards"] = shards_timing(tmp, large, args.shards)
+        results["kill"] = kill_trials(tmp, args.kill_size or (30 if args.quick else 300))
     print(report(results, args.shards))
     print(f"\n(run took {time.perf_counter() - started:.0f} s)")
     if args.json:

@@ -55,6 +55,17 @@ class ProviderProbe:
             return None
         return dict(json_format.MessageToDict(response.properties))
 
+    def invoke(self, token: str) -> dict[str, Any]:
+        """What the provider's function `token` returns when called without arguments."""
+        request = provider_pb2.InvokeRequest(tok=token, args=struct_pb2.Struct())
+        try:
+            response = self._stub.Invoke(request, timeout=_CALL_TIMEOUT)
+        except grpc.RpcError as exc:
+            raise ProbeError(f"the {self._package} provider cannot answer {token}: {_detail(exc)}") from None
+        if response.failures:
+            raise ProbeError(f"the {self._package} provider's {token} failed: {response.failures[0].reason}")
+        return dict(json_format.MessageToDict(getattr(response, "return")))
+
 
 class _Engine(engine_pb2_grpc.EngineServicer):
     """What a provider plugin calls back: only its log messages, which a probe does not need."""

@@ -17,6 +17,9 @@ included, and it holds to the contract azure-native keeps with the engine:
   `pulumi import` reports as not found), else its properties and inputs rebuilt from them: `pulumi import`
   and refresh go through it.
 - `Delete` of an object that is not there succeeds, as azure-native's Delete treats a 404.
+- `Invoke` answers one function, `azure-native:authorization:getClientConfig`: the subscription (and tenant and
+  client) the provider acts as, its configured `subscriptionId` or else the stand-in's default one, as
+  azure-native answers with the subscription it found by itself.
 
 `hold_after_create` lets a test hold the answer to the create of a named rule after the object exists, so a
 kill lands exactly between "Azure made it" and "the engine knows".
@@ -39,6 +42,10 @@ from pulumi.runtime.proto import plugin_pb2, provider_pb2, provider_pb2_grpc
 VERSION = "3.29.0"  # pulumi-azure-native in pyproject.toml; the engine asks the provider for this version
 SUBSCRIPTION = "00000000-0000-4000-8000-000000000001"
 """The subscription of a provider configured without `azure-native:subscriptionId`."""
+TENANT = "00000000-0000-4000-8000-000000000002"
+CLIENT = "00000000-0000-4000-8000-000000000003"
+CLIENT_CONFIG = "azure-native:authorization:getClientConfig"
+"""azure-native's function returning the subscription, tenant and client (and object) id it acts as."""
 RULE_TYPE = "azure-native:network:SecurityRule"
 # What azure-native keeps as a rule's inputs besides the properties: the path parameters of its PUT.
 _PATH_KEYS = ("resourceGroupName", "networkSecurityGroupName", "securityRuleName")
@@ -188,8 +195,14 @@ class FakeAzureNative(provider_pb2_grpc.ResourceProviderServicer):
     def GetSchema(self, _request: Any, context: Any) -> Any:
         context.abort(grpc.StatusCode.UNIMPLEMENTED, "the fake azure-native has no schema")
 
-    def Invoke(self, _request: Any, context: Any) -> Any:
-        context.abort(grpc.StatusCode.UNIMPLEMENTED, "the fake azure-native has no functions")
+    def Invoke(self, request: Any, context: Any) -> Any:
+        # Only the function that says whom the provider acts as (what `recover` asks for the subscription).
+        if request.tok != CLIENT_CONFIG:
+            context.abort(grpc.StatusCode.UNIMPLEMENTED, f"the fake azure-native has no function {request.tok}")
+        identity = {"subscriptionId": self._subscription, "tenantId": TENANT, "clientId": CLIENT, "objectId": CLIENT}
+        response = provider_pb2.InvokeResponse()
+        getattr(response, "return").CopyFrom(_struct(identity))  # `return` is a keyword in Python
+        return response
 
     def _id(self, inputs: dict[str, Any]) -> str:
         return rule_id(

@@ -7,7 +7,8 @@ The providers here refuse to create what exists, as the real ones do: pulumi-kub
 `PULUMI_K8S_ENABLE_SERVER_SIDE_APPLY=false` creates by POST, which the API server answers `AlreadyExists` for an
 object that exists (as v4.29+ does without `upsertExistingObjects`; under server-side apply, 4.25's default,
 a create is an apply patch: an upsert, which would hide the hazard), and the Azure stand-in (fake_azure.py)
-refuses as azure-native's `CanCreate` does. The Service test shows the hazard is real: with the pending create
+refuses as azure-native's `CanCreate` does; the test without checkpoints runs under server-side apply too, the
+pinned provider's default. The Service test shows the hazard is real: with the pending create
 only cleared, the next `up` fails with the API server's `AlreadyExists`. "Right after" is a held answer, not a
 race: the create's answer is withheld (provider_hold.py, fake_azure.py's `hold_after_create`) until `pulumi up`
 is killed.
@@ -34,27 +35,29 @@ from ssh_gateway.plumbing.toolchain import REPO, pulumi_env
 
 from .cli import run
 from .conftest import StackFactory, stack_config, static_instance
-from .fake_azure import SUBSCRIPTION, FakeAzure
+from .fake_azure import SUBSCRIPTION, FakeAzure, rule_id
 from .provider_hold import ProviderHold, plugin_binary, provider_hold
 from .reliability import audit, kill_tree, recover, show, start_up, wait_until
 
 pytestmark = pytest.mark.integration
 
-NO_UPSERT = {"PULUMI_K8S_ENABLE_SERVER_SIDE_APPLY": "false"}
-"""pulumi-kubernetes 4.25 then creates by POST: an existing object is refused with `AlreadyExists`."""
+SERVER_SIDE_APPLY = "PULUMI_K8S_ENABLE_SERVER_SIDE_APPLY"
+"""pulumi-kubernetes 4.25's switch: "false" creates by POST, so an existing object is refused with
+`AlreadyExists`; "true" (its default, the product's) creates by an apply patch, an upsert."""
 REFUSALS = ("already exists", "alreadyexists", "already existing")
 
 
 @pytest.fixture
-def no_upsert(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Every pulumi of the test (and the plugins it starts) without pulumi-kubernetes' upsert. Ask for it before
-    `make_stack`: a stack's workspace takes the environment when it is made."""
-    for key, value in NO_UPSERT.items():
-        monkeypatch.setenv(key, value)
+def server_side_apply(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> bool:
+    """Every pulumi of the test (and the plugins it starts) with server-side apply off - no upsert - unless the
+    test is parametrized with True. Before `make_stack`: a stack's workspace takes the environment when made."""
+    enabled = bool(getattr(request, "param", False))
+    monkeypatch.setenv(SERVER_SIDE_APPLY, str(enabled).lower())
+    return enabled
 
 
 @pytest.fixture
-def kubernetes_hold(no_upsert: None, tmp_path: Path) -> Iterator[ProviderHold]:
+def kubernetes_hold(server_side_apply: bool, tmp_path: Path) -> Iterator[ProviderHold]:
     env = pulumi_env()
     binary = plugin_binary(Path(env["PULUMI_HOME"]) / "plugins", "kubernetes")
     with provider_hold(binary, "kubernetes", env, tmp_path / "kubernetes-plugin.log") as hold:
@@ -201,7 +204,10 @@ def test_a_kill_right_after_a_host_key_secret_create_is_healed_by_recover_and_up
     stack.preview(expect_no_changes=True)
 
 
+# Also with server-side apply, the pinned provider's default: what recover imports, its apply then updates.
+@pytest.mark.parametrize("server_side_apply", [False, True], ids=["no-upsert", "server-side-apply"], indirect=True)
 def test_a_kill_of_a_first_up_without_checkpoints_right_after_a_service_create_is_healed_by_recover_and_up(
+    server_side_apply: bool,
     kube: ControlPlane,
     kube_namespace: str,
     kubernetes_hold: ProviderHold,
@@ -230,7 +236,8 @@ def test_a_kill_of_a_first_up_without_checkpoints_right_after_a_service_create_i
     result = audit(emulator, stack, ["gpu-c"])
     show(
         pytestconfig,
-        f"kill of a first up without checkpoints after the Service create: recover adopted {adopted}; then up: "
+        f"kill of a first up without checkpoints after the Service create (server-side apply {server_side_apply}):"
+        f" recover adopted {adopted}; then up: "
         f"pending {result.pending}, orphans {len(result.orphans)}, refusals {len(_refusals(text))}",
     )
     assert _refusals(text) == []
@@ -252,10 +259,8 @@ def test_a_kill_right_after_an_nsg_rule_create_is_healed_by_recover_and_up(
     pytestconfig: pytest.Config,
 ) -> None:
     firewall = {"resourceGroup": "rg-gw", "nsgName": "nsg-gw", "sourceCidrs": ["203.0.113.0/24"]}
-    config = stack_config(emulator, [static_instance("vm-a")], firewall=firewall)
-    # recover names a rule by its ARM id, so it needs the subscription (its message says to set this).
-    config["azure-native:subscriptionId"] = SUBSCRIPTION
-    stack = make_stack(config)
+    # No azure-native:subscriptionId: recover asks the provider which subscription it found by itself.
+    stack = make_stack(stack_config(emulator, [static_instance("vm-a")], firewall=firewall))
     held = fake_azure.hold_after_create("ssh-gateway-vm-a")
 
     _kill_at_hold(stack, held, tmp_path / "up.log", {})
@@ -266,7 +271,7 @@ def test_a_kill_right_after_an_nsg_rule_create_is_healed_by_recover_and_up(
 
     report, text = _recover_then_up(stack)
 
-    assert [i.rsplit("/", 1)[1] for i in _adopted(report, NSG_RULE_TYPE)] == ["ssh-gateway-vm-a"], report
+    assert _adopted(report, NSG_RULE_TYPE) == [rule_id(SUBSCRIPTION, "rg-gw", "nsg-gw", "ssh-gateway-vm-a")], report
     result = audit(emulator, stack, ["vm-a"])
     show(
         pytestconfig,

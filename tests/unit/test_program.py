@@ -247,11 +247,13 @@ def test_each_instance_gets_a_certified_key_and_service_targets_a_secret(mocks: 
 
 def test_a_rerun_derives_the_same_files(mocks: RecordingMocks) -> None:
     # The same stack (its root and CA kept in state) gives byte-identical Secrets: no update on every `up`.
+    # By name: the instances register concurrently, so the order of the registrations is not the program's.
     first = run_program(settings())
-    first_secrets = [revealed(r.inputs["stringData"]) for r in mocks.of_type(SECRET_TYPE)]
+    first_secrets = {r.name: revealed(r.inputs["stringData"]) for r in mocks.of_type(SECRET_TYPE)}
     mocks.registered.clear()
     again = run_program(settings())
-    assert [revealed(r.inputs["stringData"]) for r in mocks.of_type(SECRET_TYPE)] == first_secrets
+    assert {r.name: revealed(r.inputs["stringData"]) for r in mocks.of_type(SECRET_TYPE)} == first_secrets
+    assert len(first_secrets) == 2
     assert again["hostKeys"] == first["hostKeys"]
 
 

@@ -66,6 +66,8 @@ from .connect_ssh_instance import ConnectSshInstance, ConnectSshInstanceArgs
 from .firewall_rule import FirewallRuleArgs
 from .host_identity import HostIdentityArgs, Signing
 from .pangolin_tcp import PangolinTargetArgs
+from .sdk_debug import drop_sdk_debug_messages
+from .sdk_wait import wait_for_outputs_together
 from .ssh_instance import SshInstance, SshInstanceArgs
 
 __all__ = ["build", "check_connect_port", "load_settings", "read_pangolin_org", "run"]
@@ -93,6 +95,8 @@ def _connect_plan(settings: Settings) -> _ConnectPlan | None:
 
 def run(*, project: str, stack: str) -> None:
     """The whole program: settings, the org's listing, every resource, the outputs exported."""
+    drop_sdk_debug_messages()
+    wait_for_outputs_together()
     try:
         settings = load_settings()
         org = read_pangolin_org(settings)

@@ -34,9 +34,9 @@ at the pseudo-version in scripts/toolchain/versions.env):
   silently takes the port's other traffic down.
 - A `VIRTUAL_HOST` `ADD` is applied by `ApplyRouteConfigurationPatches` (`rc_patch.go`, `patchVirtualHosts`):
   it appends a clone of our virtual host to the route configuration istiod built, matched by
-  `routeConfigurationMatch` (for gateways: port number through the gateway's target-port map, port name,
-  gateway), leaving every other virtual host and every setting in place. Removing an instance removes only
-  its EnvoyFilter, hence only its virtual host.
+  `routeConfigurationMatch` (for gateways: name, port number through the gateway's target-port map, port
+  name, gateway), leaving every other virtual host and every setting in place. Removing an instance removes
+  only its EnvoyFilter, hence only its virtual host.
 
 Domains: Istio sets `ignore_port_in_host_matching: true` on gateway route configurations
 (`pilot/pkg/networking/core/gateway.go`, `buildGatewayRoutesFromServers`), so Envoy strips the port of
@@ -47,14 +47,17 @@ across virtual hosts, and a refused (NACKed) RDS update takes every route of tha
 authorities must be unique across the stack: `connect_manifests` checks that.
 
 Ports: the listener match compares `portNumber` with the port the gateway's Envoy listener binds, i.e. the
-gateway pod's (target) port, e.g. 8080 behind Service port 80 (`listener_patch.go`, `listenerMatch`); the
-route configuration match accepts either (`rc_patch.go`, `anyPortMatches`). `listener_port` is therefore
-the pod port. The gateway also needs an Istio `Gateway` with an HTTP server on that port, or istiod builds
-no listener and no route configuration for these filters to patch: most clusters have one on port 80 already;
-where none has, `istio_gateway` (`connect.gateway.createGateway`) is one with a single HTTP server on the
-gateway Service's port. istiod names that port's route configuration after the pod port the Service port
-resolves to, `http.<listener_port>` (`pilot/pkg/model/gateway.go`, `resolvePorts` and `gatewayRDSRouteName`),
-and the filters patch it.
+gateway pod's (target) port, e.g. 8080 behind Service port 80 (`listener_patch.go`, `listenerMatch`).
+`listener_port` is therefore the pod port. The gateway also needs an Istio `Gateway` with an HTTP server on
+that port, or istiod builds no listener and no route configuration for these filters to patch: most clusters
+have one on port 80 already; where none has, `istio_gateway` (`connect.gateway.createGateway`) is one with a
+single HTTP server on the gateway Service's port. istiod names that port's route configuration after the pod
+port the Service port resolves to, `http.<listener_port>` (`pilot/pkg/model/gateway.go`, `resolvePorts` and
+`gatewayRDSRouteName`; `gateway_route_name`), and the route filters match it by that name. Not by
+`portNumber`: for a route configuration whose port the gateway's Service maps (8080 behind 80), istiod
+compares `portNumber` with the Service ports only (`rc_patch.go`, `anyPortMatches`), so the pod port never
+matches there and the virtual host is silently not added (tests/integration/test_istiod_gateway.py shows it on
+a real istiod).
 """
 
 from __future__ import annotations
@@ -104,6 +107,7 @@ __all__ = [
     "envoy_bootstrap",
     "envoy_bootstrap_yaml",
     "gateway_connect_filter",
+    "gateway_route_name",
     "instance_filter_name",
     "instance_route_filter",
     "istio_gateway",
@@ -170,6 +174,12 @@ def connect_authority(instance: str, namespace: str, cluster_domain: str = "clus
     check_dns_label(namespace, what="namespace")
     check_dns_name(cluster_domain, what="cluster domain")
     return cluster_dns_name(service_name(instance), namespace, cluster_domain)
+
+
+def gateway_route_name(listener_port: int) -> str:
+    """`http.<listener_port>`: the name istiod gives the route configuration of a gateway's plain-HTTP servers
+    whose Service port resolves to the pod port `listener_port` (`gatewayRDSRouteName`)."""
+    return f"http.{listener_port}"
 
 
 def connect_cluster(authority: str) -> str:
@@ -333,7 +343,7 @@ def instance_route_filter(gateway: ConnectGateway, instance: ConnectInstance) ->
     `listener_port`: CONNECT to its authority (bare or `:22`) goes to its Service's port 22."""
     patch = {
         "applyTo": "VIRTUAL_HOST",
-        "match": {"context": "GATEWAY", "routeConfiguration": {"portNumber": gateway.listener_port}},
+        "match": {"context": "GATEWAY", "routeConfiguration": {"name": gateway_route_name(gateway.listener_port)}},
         "patch": {"operation": "ADD", "value": connect_virtual_host(instance)},
     }
     return _envoy_filter(instance_filter_name(instance), gateway, patch, {"ssh-gateway/instance": instance.name})

@@ -12,15 +12,18 @@ helper `istio-envoyfilter patch`, scripts/toolchain/istio-envoyfilter/):
   `http_protocol_options` (HTTP/1.1 only unless HTTP/1.0 is turned on), `upgrade_configs: [websocket]`,
   `stream_idle_timeout: 0s` (Istio's default; a test may set one), routes over RDS by the name
   `http.<port>`;
-- the route configuration `http.<port>` (gateway.go, `buildGatewayRoutesFromServers`):
+- the route configuration `http.<port>` (gateway.go, `buildGatewayHTTPRouteConfig`):
   `ignore_port_in_host_matching: true`, `validate_clusters: false`, plus the virtual hosts of the port's
-  other traffic (by default one plain HTTP site, `web.example.com`, standing in for a VirtualService).
+  other traffic (by default one plain HTTP site, `web.example.com`, standing in for a VirtualService), or,
+  where no VirtualService binds the port, istiod's `blackhole:<server port>` (domains `*`, no routes: a 404).
 
-Three facts of these decide whether the CONNECT route works, read in istiod's source: the route
-configuration's name (`http.<listener port>`: istiod names it after the pod port a Gateway server's Service
-port resolves to, pilot/pkg/model/gateway.go `resolvePorts`), the port's other virtual hosts (named
-`host:<server port>`, domains the bare host), and `ignore_port_in_host_matching: true`. ssh_gateway/local/
-istiod.py is the rig meant to check them against a real istiod's output (not yet run end to end).
+Three facts of these decide whether the CONNECT route works: the route configuration's name (`http.<listener
+port>`: istiod names it after the pod port a Gateway server's Service port resolves to, pilot/pkg/model/
+gateway.go `resolvePorts`), the port's other virtual hosts (named `host:<server port>`, domains the bare host),
+and `ignore_port_in_host_matching: true`. All three, and the rest of what is rebuilt here, are checked against
+a real istiod's output, read from its Envoy's /config_dump (tests/integration/test_istiod_gateway.py, the rig
+in ssh_gateway/local/istiod.py). This rebuild stays because it is cheap: the other CONNECT tests need neither
+istiod's build nor its start-up.
 
 istiod serves RDS over ADS; here Envoy reads the same RouteConfiguration from a file (a `path_config_source`),
 so the HCM keeps its RDS shape and a patch that replaces RDS (the seed's MERGE of a `route_config`) does here
@@ -46,13 +49,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from ssh_gateway.core.connect import HCM_FILTER, HCM_TYPE, ROUTER_FILTER, ROUTER_TYPE
+from ssh_gateway.core.connect import HCM_FILTER, HCM_TYPE, ROUTER_FILTER, ROUTER_TYPE, gateway_route_name
 from ssh_gateway.plumbing.pidfile import PidFile
 from ssh_gateway.plumbing.toolchain import toolchain_binary
 
 from .log_excerpt import log_excerpt
 
 __all__ = [
+    "GATEWAY_SERVER_PORT",
     "HELPER_KEY",
     "WEB_VIRTUAL_HOST",
     "EnvoyError",
@@ -61,6 +65,7 @@ __all__ = [
     "StandaloneEnvoyProcess",
     "admin_get",
     "apply_istio_patches",
+    "blackhole_virtual_host",
     "detached_pid",
     "envoy_binary",
     "free_port",
@@ -76,11 +81,14 @@ HELPER_KEY = "SSH_GATEWAY_ISTIO_ENVOYFILTER"
 ROUTE_TYPE = "type.googleapis.com/envoy.config.route.v3.RouteConfiguration"
 _PROBLEM = re.compile(r"\]\[(warning|error|critical)\]")
 
+GATEWAY_SERVER_PORT = 80
+"""The Gateway server's port (the gateway Service's) in the names istiod gives the port's virtual hosts."""
+
 WEB_VIRTUAL_HOST: dict[str, Any] = {
     # What istiod makes of a VirtualService for web.example.com bound to the same gateway port: name host:port,
     # the bare host as the domain (gateway.go). It stands for the port's other traffic, which a CONNECT
     # change must leave alone.
-    "name": "web.example.com:80",
+    "name": f"web.example.com:{GATEWAY_SERVER_PORT}",
     "domains": ["web.example.com"],
     "routes": [
         {
@@ -89,7 +97,30 @@ WEB_VIRTUAL_HOST: dict[str, Any] = {
             "direct_response": {"status": 200, "body": {"inline_string": "web.example.com\n"}},
         }
     ],
+    "include_request_attempt_count": True,
 }
+
+
+GATEWAY_HTTP_FILTERS: tuple[dict[str, Any], ...] = (
+    # istiod's HTTP filters on a gateway HCM before the router, with its Istio-proxy-only ones off (istio.alpn,
+    # istio.metadata_exchange, istio.stats; see ssh_gateway/local/istiod.py), as Envoy's /config_dump shows them.
+    {
+        "name": "envoy.filters.http.grpc_stats",
+        "typed_config": {
+            "@type": "type.googleapis.com/envoy.extensions.filters.http.grpc_stats.v3.FilterConfig",
+            "emit_filter_state": True,
+            "stats_for_all_methods": False,
+        },
+    },
+    {
+        "name": "envoy.filters.http.fault",
+        "typed_config": {"@type": "type.googleapis.com/envoy.extensions.filters.http.fault.v3.HTTPFault"},
+    },
+    {
+        "name": "envoy.filters.http.cors",
+        "typed_config": {"@type": "type.googleapis.com/envoy.extensions.filters.http.cors.v3.Cors"},
+    },
+)
 
 
 class EnvoyError(RuntimeError):
@@ -123,45 +154,60 @@ def istio_helper() -> Path:
 
 
 def gateway_listener(port: int, *, rds_path: Path, stream_idle_timeout: float | None = None) -> dict[str, Any]:
-    """The gateway listener istiod builds for an HTTP server on `port`, with its RDS served from `rds_path`."""
+    """The gateway listener istiod builds for an HTTP server on `port`, with its RDS served from `rds_path`: as
+    Envoy's /config_dump shows istiod's (tests/integration/test_istiod_gateway.py compares the two), so fields at
+    their proto3 default (codec AUTO, no trusted hops) are absent, and of istiod's HCM only its tracing and
+    request-id settings are left out (no tracer is configured, and the request id is Envoy's default UUID one)."""
     hcm: dict[str, Any] = {
         "@type": HCM_TYPE,
-        "stat_prefix": f"outbound_0.0.0.0_{port}",
-        "codec_type": "AUTO",
+        # The ";" ends the prefix for Istio's stats tag extraction (util.DelimitedStatsPrefix).
+        "stat_prefix": f"outbound_0.0.0.0_{port};",
+        "http_protocol_options": {},
+        "server_name": "istio-envoy",
         "use_remote_address": True,
-        "xff_num_trusted_hops": 0,
         "forward_client_cert_details": "SANITIZE_SET",
         "set_current_client_cert_details": {"subject": True, "cert": True, "dns": True, "uri": True},
-        "http_protocol_options": {},
-        "normalize_path": True,
-        "path_with_escaped_slashes_action": "KEEP_UNCHANGED",
+        "proxy_100_continue": True,
         "upgrade_configs": [{"upgrade_type": "websocket"}],
         "stream_idle_timeout": f"{stream_idle_timeout or 0:g}s",
+        "normalize_path": True,
+        "path_with_escaped_slashes_action": "KEEP_UNCHANGED",
         "rds": {
-            "route_config_name": f"http.{port}",
+            "route_config_name": gateway_route_name(port),
             "config_source": {
                 "path_config_source": {"path": str(rds_path), "watched_directory": {"path": str(rds_path.parent)}},
                 "initial_fetch_timeout": "0s",
                 "resource_api_version": "V3",
             },
         },
-        "http_filters": [{"name": ROUTER_FILTER, "typed_config": {"@type": ROUTER_TYPE}}],
+        "http_filters": [*GATEWAY_HTTP_FILTERS, {"name": ROUTER_FILTER, "typed_config": {"@type": ROUTER_TYPE}}],
     }
     return {
         "name": f"0.0.0.0_{port}",
+        # Loopback here; istiod's binds 0.0.0.0.
         "address": {"socket_address": {"address": "127.0.0.1", "port_value": port}},
-        "filter_chains": [{"filters": [{"name": HCM_FILTER, "typed_config": hcm}]}],
+        "filter_chains": [
+            {"filters": [{"name": HCM_FILTER, "typed_config": hcm}], "transport_socket_connect_timeout": "15s"}
+        ],
         "traffic_direction": "OUTBOUND",
+        "max_connections_to_accept_per_socket_event": 1,
     }
+
+
+def blackhole_virtual_host(server_port: int = GATEWAY_SERVER_PORT) -> dict[str, Any]:
+    """istiod's virtual host for a port no VirtualService binds (gateway.go): every host, no route, so every
+    request is a 404; our virtual hosts, added after it, still win (Envoy prefers exact domains to `*`)."""
+    return {"name": f"blackhole:{server_port}", "domains": ["*"]}
 
 
 def gateway_route_configuration(
     port: int, virtual_hosts: Sequence[Mapping[str, Any]] = (WEB_VIRTUAL_HOST,)
 ) -> dict[str, Any]:
-    """The route configuration `http.<port>` istiod builds for the gateway's HTTP servers on `port`."""
+    """The route configuration `http.<port>` istiod builds for the gateway's HTTP servers on `port`, with the
+    port's `virtual_hosts` (none: istiod's blackhole)."""
     return {
-        "name": f"http.{port}",
-        "virtual_hosts": [dict(vh) for vh in virtual_hosts],
+        "name": gateway_route_name(port),
+        "virtual_hosts": [dict(vh) for vh in virtual_hosts] or [blackhole_virtual_host()],
         "validate_clusters": False,
         "ignore_port_in_host_matching": True,
         "max_direct_response_body_size_bytes": 1048576,

@@ -12,18 +12,33 @@ plaintext port has no client certificate to check).
 NAMESPACE; CLUSTER_ID; INSTANCE_IPS), and ADS to istiod for listeners, routes, clusters and endpoints. What
 istiod sends is stock Envoy, except three filters only Istio's proxy build has; they are turned off here:
 
-- `istio.alpn` (HTTP filter, every gateway HCM): `PILOT_ENABLE_ALPN_FILTER=false`;
+- `istio.alpn` (HTTP filter, every gateway HCM): `PILOT_ENABLE_ALPN_FILTER=false`. With it on, Envoy 1.40
+  rejects the gateway listener: `Didn't find a registered implementation for 'istio.alpn' with type URL:
+  'istio.envoy.config.filter.http.alpn.v2alpha1.FilterConfig'`;
 - `istio.metadata_exchange` (HTTP filter, and the clusters' upstream network filter):
-  `PILOT_ENABLE_METADATA_EXCHANGE=false`;
+  `PILOT_ENABLE_METADATA_EXCHANGE=false`. With it on, Envoy rejects every cluster (`... 'istio.metadata_exchange'
+  with type URL: 'envoy.tcp.metadataexchange.config.MetadataExchange'`) and the listener (`... type URL:
+  'io.istio.http.peer_metadata.Config'`);
 - `istio.stats` (HTTP filter of the Telemetry API's prometheus provider): the mesh config names no default
-  metrics provider, so istiod emits none.
+  metrics provider, so istiod emits none (none in its output, per Envoy's /config_dump).
 
 Mesh config `enableAutoMtls: false`: with it on, every cluster's transport socket would take its certificate
 over SDS from the istio-agent that a real gateway pod runs beside Envoy, and there is none.
 
-The rig's Kubernetes objects (`gateway_service`, `endpoint_slice`) are what a real install has and no
-controller makes here: the gateway's Service (istiod maps a Gateway server's port to the pods' port through it)
-and EndpointSlices, the endpoints controller's job, pointing a Service at a loopback port.
+The rig's Kubernetes objects (`gateway_service`, `workload_entry`) stand in for what a real install has and no
+controller makes here:
+
+- the gateway's Service: istiod maps a Gateway server's port to the pods' port through it. It has no endpoints:
+  with no Pod for the gateway's IP, istiod finds the Service from the gateway's labels (`GetProxyServiceTargets
+  FromMetadata`, its path for a pod it has not seen yet), and nothing here sends traffic to the Service;
+- a WorkloadEntry per instance (labels = its Service's selector, address 127.0.0.1), which istiod counts among
+  the endpoints of the Kubernetes Service that selects it (`PILOT_ENABLE_K8S_SELECT_WORKLOAD_ENTRIES`, on by
+  default), on the Service's target port. EndpointSlices cannot: kube-apiserver refuses a loopback address in
+  one (`endpoints[0].addresses[0]: Invalid value: "127.0.0.1": may not be in the loopback range`).
+
+The gateway's own IP (its node id, INSTANCE_IPS) is therefore not 127.0.0.1: istiod takes a proxy whose IP a
+WorkloadEntry has for that workload (`workloadinstances.GetInstanceForProxy`), and would give the gateway an
+instance's Service instead of its own.
 """
 
 from __future__ import annotations
@@ -57,10 +72,10 @@ __all__ = [
     "XdsGateway",
     "apply_object",
     "delete_object",
-    "endpoint_slice",
     "ensure_namespace",
     "gateway_service",
     "pilot_discovery",
+    "workload_entry",
 ]
 
 PILOT_DISCOVERY_KEY = "SSH_GATEWAY_PILOT_DISCOVERY"
@@ -215,7 +230,9 @@ class XdsGateway(EnvoyProcess):
     labels: Mapping[str, str]
     namespace: str = ISTIOD_NAMESPACE
     pod: str = "istio-ingressgateway-local"
-    ip: str = "127.0.0.1"
+    ip: str = "127.0.0.2"
+    """The pod's IP as istiod sees it, not where Envoy listens (istiod's listeners bind 0.0.0.0); not 127.0.0.1,
+    the WorkloadEntries' address (see the module docstring)."""
     admin_port: int = field(default_factory=free_port)
 
     BOOTSTRAP: ClassVar[str] = "bootstrap.json"
@@ -292,7 +309,13 @@ class XdsGateway(EnvoyProcess):
         body = self.admin(f"/config_dump?resource={resource}")
         if not body:
             return []
-        return list(json.loads(body).get("configs", []))
+        try:
+            dump = json.loads(body)
+        except json.JSONDecodeError:
+            # Envoy cannot dump a resource it rejected for an unknown type, and says so in plain text, e.g.
+            # "could not find @type 'type.googleapis.com/istio.envoy.config.filter.http.alpn.v2alpha1...'".
+            raise EnvoyError(f"admin /config_dump?resource={resource}: {body[:300]}{self.log_tail()}") from None
+        return list(dump.get("configs", []))
 
     def listener_names(self) -> list[str]:
         return [str(c["active_state"]["listener"]["name"]) for c in self._active_listeners()]
@@ -352,23 +375,14 @@ def gateway_service(
     }
 
 
-def endpoint_slice(service: str, namespace: str, port_name: str, port: int, ip: str = "127.0.0.1") -> dict[str, Any]:
-    """One ready endpoint `ip:port` of the Service `service`'s port `port_name`, as the endpoint controller
-    would write it for its pod."""
+def workload_entry(name: str, namespace: str, labels: Mapping[str, str], ip: str = "127.0.0.1") -> dict[str, Any]:
+    """A workload at `ip` with `labels`: an endpoint of every Service in `namespace` whose selector they match, on
+    that Service's target port, as a pod would be."""
     return {
-        "apiVersion": "discovery.k8s.io/v1",
-        "kind": "EndpointSlice",
-        "metadata": {
-            "name": f"{service}-local",
-            "namespace": namespace,
-            "labels": {
-                "kubernetes.io/service-name": service,
-                "endpointslice.kubernetes.io/managed-by": "ssh-gateway-tests",
-            },
-        },
-        "addressType": "IPv4",
-        "endpoints": [{"addresses": [ip], "conditions": {"ready": True}}],
-        "ports": [{"name": port_name, "port": port, "protocol": "TCP"}],
+        "apiVersion": "networking.istio.io/v1",
+        "kind": "WorkloadEntry",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"address": ip, "labels": dict(labels)},
     }
 
 
@@ -376,7 +390,7 @@ def _collection(manifest: Mapping[str, Any]) -> str:
     """The REST path of the namespaced collection `manifest` belongs to."""
     api_version, kind = str(manifest["apiVersion"]), str(manifest["kind"])
     prefix = "/api/v1" if api_version == "v1" else f"/apis/{api_version}"
-    plural = {"EndpointSlice": "endpointslices"}.get(kind, f"{kind.lower()}s")
+    plural = {"WorkloadEntry": "workloadentries"}.get(kind, f"{kind.lower()}s")
     return f"{prefix}/namespaces/{manifest['metadata']['namespace']}/{plural}"
 
 

@@ -29,10 +29,9 @@ provider adopts a resource of the same name on create.
 from __future__ import annotations
 
 import json
-import subprocess
 import tempfile
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final, Literal
@@ -53,6 +52,7 @@ from ssh_gateway.core.names import (
     stack_mark,
     stack_marked,
 )
+from ssh_gateway.plumbing.pulumi_cli import PulumiFailed, run_pulumi
 
 __all__ = [
     "ADOPTABLE_TYPES",
@@ -420,22 +420,8 @@ def _import(stack: str, work_dir: Path, env: Mapping[str, str], document: Mappin
         )
 
 
-def _run(args: Iterable[str], work_dir: Path, env: Mapping[str, str]) -> str:
-    argv = ["pulumi", *args, "--non-interactive"]
-    # The pinned CLI, found on the toolchain's PATH (`env`), as every tool of this project runs it.
-    done = subprocess.run(argv, cwd=work_dir, env=dict(env), capture_output=True, text=True, check=False)  # noqa: S603
-    if done.returncode != 0:
-        raise AdoptError(f"`pulumi {' '.join(argv[1:3])}` failed: {_errors(done.stdout, done.stderr)}")
-    return done.stdout
-
-
-def _errors(stdout: str, stderr: str) -> str:
-    """The error lines of a failed command: the diagnostics of a `--json` run, else its stderr's last lines."""
+def _run(args: Sequence[str], work_dir: Path, env: Mapping[str, str]) -> str:
     try:
-        diagnostics = json.loads(stdout).get("diagnostics") or []
-        lines = [str(d.get("message", "")).strip() for d in diagnostics if d.get("severity") == "error"]
-    except (ValueError, AttributeError):
-        lines = []
-    lines = [line for line in lines if line and line != "error: preview failed"]
-    lines = lines or [line for line in stderr.strip().splitlines() if line.strip()][-3:] or ["no output"]
-    return " ".join(lines)[:600]
+        return run_pulumi(args, work_dir=work_dir, env=env)
+    except PulumiFailed as exc:
+        raise AdoptError(str(exc)) from None

@@ -48,7 +48,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 from collections.abc import Sequence
@@ -59,6 +58,7 @@ from typing import TYPE_CHECKING, Any, Final
 import yaml
 
 from ssh_gateway.core.names import PANGOLIN_TYPE
+from ssh_gateway.plumbing.pulumi_cli import PulumiFailed, run_pulumi
 from ssh_gateway.plumbing.toolchain import REPO, ToolchainMissing, pulumi_env
 
 from .adopt import ADOPTABLE_TYPES, AdoptError, Adoption, adopt
@@ -315,14 +315,10 @@ def _api_key(stack: str, work_dir: Path, env: dict[str, str]) -> str:
 
 
 def _pulumi(args: list[str], work_dir: Path, env: dict[str, str]) -> str:
-    argv = ["pulumi", *args, "--non-interactive"]
-    # The pinned CLI, found on the toolchain's PATH (`env`), as every tool of this project runs it.
-    done = subprocess.run(argv, cwd=work_dir, env=env, capture_output=True, text=True, check=False)  # noqa: S603
-    if done.returncode != 0:
-        detail = " ".join(done.stderr.strip().splitlines()[-3:])
-        code = CANNOT_RUN if "no stack named" in done.stderr else FAILED
-        raise _Stop(code, f"`pulumi {' '.join(args[:2])}` failed: {detail}")
-    return done.stdout
+    try:
+        return run_pulumi(args, work_dir=work_dir, env=env)
+    except PulumiFailed as exc:
+        raise _Stop(CANNOT_RUN if "no stack named" in exc.stderr else FAILED, str(exc)) from None
 
 
 # --- 4. objects no state holds -----------------------------------------------------------------------------------

@@ -314,7 +314,7 @@ def test_keepalive_outlives_the_stream_idle_timeout(
     assert result.returncode == 255, (result.stdout, result.stderr)
     assert "still-here" not in result.stdout
     assert took < 6.5, f"the idle session lasted {took:.1f}s, past the 3 s stream idle timeout"
-    assert (gateway.stat(f"http.outbound_0.0.0.0_{gateway.port}.downstream_rq_idle_timeout") or 0) >= 1
+    assert (gateway.stat(f"http.outbound_0.0.0.0_{gateway.port};.downstream_rq_idle_timeout") or 0) >= 1
 
 
 # --- (f) the seed's filter, copied as written ---------------------------------------------------------------
@@ -518,7 +518,7 @@ def test_duplicate_domains_pass_istio_and_envoy_nacks_them(
 
     # A gateway pod starting with it (istiod pushes the same to every new pod): RDS is NACKed, nothing routes.
     fresh = gateway_factory("fresh", port=port, clusters=clusters, filters=duplicated, selector=SELECTOR)
-    rds = f"http.outbound_0.0.0.0_{port}.rds.http.{port}"
+    rds = f"http.outbound_0.0.0.0_{port};.rds.http.{port}"
     assert fresh.stat(f"{rds}.update_rejected") == 1
     assert raw_request(port, "GET / HTTP/1.1\r\nHost: web.example.com\r\n\r\n") == "HTTP/1.1 404 Not Found"
     assert raw_request(port, connect_request(alice.authority)) == "HTTP/1.1 404 Not Found"

@@ -95,7 +95,7 @@ def test_instance_filter_adds_one_virtual_host_on_the_route_configuration() -> N
     assert manifest["metadata"]["labels"]["ssh-gateway/instance"] == "gpu-alice"
     patch = only_patch(manifest)
     assert patch["applyTo"] == "VIRTUAL_HOST"
-    assert patch["match"] == {"context": "GATEWAY", "routeConfiguration": {"portNumber": 8080}}
+    assert patch["match"] == {"context": "GATEWAY", "routeConfiguration": {"name": "http.8080"}}
     assert patch["patch"]["operation"] == "ADD"
     authority = "ssh-gpu-alice.dev.svc.cluster.local"
     assert patch["patch"]["value"] == {

@@ -78,7 +78,7 @@ def test_connect_instances_get_a_service_and_a_route_and_nothing_public(mocks: R
     assert route["metadata"]["namespace"] == "istio-system"  # next to the gateway pods it selects
     [patch] = route["spec"]["configPatches"]
     assert (patch["applyTo"], patch["patch"]["operation"]) == ("VIRTUAL_HOST", "ADD")
-    assert patch["match"]["routeConfiguration"]["portNumber"] == 8080
+    assert patch["match"]["routeConfiguration"] == {"name": "http.8080"}
     virtual_host = patch["patch"]["value"]
     assert virtual_host["domains"] == ["ssh-gpu-c1.gpu.svc.cluster.local", "ssh-gpu-c1.gpu.svc.cluster.local:22"]
     # Envoy's own field names reach the API server as written (no camelCase translation of a CR's spec).

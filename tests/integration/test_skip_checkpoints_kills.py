@@ -2,10 +2,13 @@
 
 A first `up` skips its checkpoints (ssh_gateway/ops/up.py), which is safe only if a killed one is healed by
 `recover` and the next `up`: the Pangolin resources adopted by name by their provider, the NSG rules imported by
-`recover` (ssh_gateway/ops/adopt.py), the Services and host-key Secrets too. Each trial is a fresh stack of 300
+`recover` (ssh_gateway/ops/adopt.py), the Services and host-key Secrets too. Each trial is a fresh stack of 60
 instances, every tenth a Kubernetes one (a ClusterIP Service and a host-key Secret on the real kube-apiserver),
 the rest static, each with an NSG rule in the Azure stand-in (fake_azure.py), through the real CLI and the
-emulator; the procedure is skip_checkpoints_kill.py, which the benchmark's kill row runs too (static only).
+emulator; the procedure is skip_checkpoints_kill.py, which the benchmark's kill row runs too (static only, 300).
+60, not the issue's 300: the same three phases (mid-Pangolin, the boundary, mid-rules) at a fifth of the CPU; the
+three trials at 300, Kubernetes share included, took about 21 CPU-minutes, which CI cannot spend on one test
+(they were run at 300 once, clean 3/3: issue 19's note).
 
 Server-side apply is off, as in test_recover_import.py: pulumi-kubernetes then creates by POST and the API server
 refuses an object that exists, as v4.29+ does; under apply (4.25's default) a create is an upsert, which would
@@ -33,7 +36,7 @@ from .skip_checkpoints_kill import FIREWALL_CONFIG, KILL_POINTS, Cluster, kill_f
 
 pytestmark = pytest.mark.integration
 
-FLEET = [f"k{n:03d}" for n in range(300)]
+FLEET = [f"k{n:03d}" for n in range(60)]
 ON_KUBERNETES = FLEET[::10]
 
 
@@ -51,7 +54,7 @@ def fresh_stack(
     emulator: EmulatorHandle, azure_native: str, cluster: Cluster, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[auto.Stack]:
     """A new stack of `FLEET` with the firewall on. Removed afterwards without a destroy: its resources live only
-    in this test's emulator and stand-in, and destroying 300 instances costs about as long as making them."""
+    in this test's emulator and stand-in, and destroying them costs about as long as making them."""
     del azure_native  # asked for so the stand-in serves every command of the stack
     # Before the stack: its workspace, and so every pulumi of it, takes the environment when made.
     monkeypatch.setenv("PULUMI_K8S_ENABLE_SERVER_SIDE_APPLY", "false")

@@ -45,7 +45,14 @@ from .host_identity import (
     normalize_principals,
 )
 
-__all__ = ["DerivedIdentity", "certificate_validity", "derive_identity", "derived_host_key", "signed_certificate"]
+__all__ = [
+    "DerivedIdentity",
+    "certificate_validity",
+    "derive_identity",
+    "derived_host_key",
+    "next_window_start",
+    "signed_certificate",
+]
 
 _SECONDS_PER_DAY: Final = 86_400
 _SEED_BYTES: Final = 32
@@ -122,6 +129,13 @@ def certificate_validity(valid_days: int, now: int) -> Validity:
     window = period * 2 // 3
     start = now - now % window
     return Validity(valid_after=start - CLOCK_SKEW_SECONDS, valid_before=start + period)
+
+
+def next_window_start(validity: Validity) -> int:
+    """When the window after the one `certificate_validity` gave `validity` in begins: from then on a run issues
+    the next certificate."""
+    start = validity.valid_after + CLOCK_SKEW_SECONDS
+    return start + (validity.valid_before - start) * 2 // 3
 
 
 def signed_certificate(

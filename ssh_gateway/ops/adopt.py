@@ -52,7 +52,7 @@ from ssh_gateway.core.names import (
     stack_mark,
     stack_marked,
 )
-from ssh_gateway.plumbing.pulumi_cli import PulumiFailed, run_pulumi
+from ssh_gateway.plumbing.pulumi_cli import SECRET_SIG, SECRET_SIG_KEY, PulumiFailed, revealed, run_pulumi
 
 __all__ = [
     "ADOPTABLE_TYPES",
@@ -95,10 +95,6 @@ def skip_checkpoints_is_recoverable(planned_types: Iterable[str], *, stack_has_r
         return False
     return all(t in RECOVERABLE_TYPES or t.startswith("pulumi:providers:") for t in planned_types)
 
-
-# Pulumi's marker of a secret value in a deployment (a signature, not a password).
-_SECRET_SIG_KEY: Final = "4dabf18193072939515e22adb298388d"  # noqa: S105
-_SECRET_SIG: Final = "1b47061264138c4ac30d75fd1eb44270"  # noqa: S105
 
 _AZURE_CLIENT_CONFIG: Final = "azure-native:authorization:getClientConfig"
 """azure-native's function that returns the subscription, tenant and client it is configured with."""
@@ -277,17 +273,10 @@ def _held_inputs(stack: str, work_dir: Path, env: Mapping[str, str]) -> dict[str
     exported = json.loads(_run(["stack", "export", "--show-secrets", "--stack", stack], work_dir, env) or "{}")
     resources = (exported.get("deployment") or {}).get("resources") or []
     return {
-        str(r["urn"]): {k: _revealed(v) for k, v in (r.get("inputs") or {}).items()}
+        str(r["urn"]): {k: revealed(v) for k, v in (r.get("inputs") or {}).items()}
         for r in resources
         if str(r.get("type", "")).startswith("pulumi:providers:")
     }
-
-
-def _revealed(value: Any) -> Any:
-    # `stack export --show-secrets` keeps a secret's envelope and adds its JSON-encoded "plaintext".
-    if isinstance(value, dict) and value.get(_SECRET_SIG_KEY) == _SECRET_SIG and "plaintext" in value:
-        return json.loads(str(value["plaintext"]))
-    return value
 
 
 def _version(config: Mapping[str, Any]) -> str | None:
@@ -396,7 +385,7 @@ def _secret(value: Any) -> Any:
     # The form `pulumi stack import` encrypts with the stack's secrets provider.
     if value is None:
         return None
-    return {_SECRET_SIG_KEY: _SECRET_SIG, "plaintext": json.dumps(value)}
+    return {SECRET_SIG_KEY: SECRET_SIG, "plaintext": json.dumps(value)}
 
 
 def _import(stack: str, work_dir: Path, env: Mapping[str, str], document: Mapping[str, Any]) -> None:

@@ -32,11 +32,11 @@ from typing import Any, Final
 
 import yaml
 
-from ssh_gateway.core.derived_identity import derive_identity
+from ssh_gateway.core.derived_identity import derive_identity, next_window_start
 from ssh_gateway.core.host_identity import (
-    CLOCK_SKEW_SECONDS,
     HOST_CERTIFICATE_FILE,
     HostIdentityError,
+    Validity,
     parse_host_certificate,
     private_seed,
     secret_files,
@@ -44,7 +44,7 @@ from ssh_gateway.core.host_identity import (
 from ssh_gateway.core.issued_identity import issued_identity
 from ssh_gateway.core.names import HOST_CA_TYPE, HOST_KEY_ROOT_NAME, HOST_KEY_ROOT_TYPE, host_ca_name
 from ssh_gateway.core.settings import Settings, SettingsError, decode_config, parse_settings
-from ssh_gateway.plumbing.pulumi_cli import PulumiFailed, run_pulumi
+from ssh_gateway.plumbing.pulumi_cli import PulumiFailed, revealed, run_pulumi
 from ssh_gateway.plumbing.toolchain import REPO, ToolchainMissing, pulumi_env
 
 from .command import Command
@@ -64,10 +64,6 @@ OK: Final = 0
 CANNOT_RUN: Final = 2
 REFUSED: Final = 3
 
-# How a `--show-secrets` export marks a decrypted value (Pulumi's `sig` package): the value is its "plaintext".
-_SIG_KEY: Final = "4dabf18193072939515e22adb298388d"
-_SECRET_SIG: Final = "1b47061264138c4ac30d75fd1eb44270"  # noqa: S105 - a format marker, no secret
-
 
 class HostIdentityFilesError(ValueError):
     """The files cannot be derived: one line naming the stack, the instance or the resource (never a secret)."""
@@ -79,8 +75,7 @@ class InstanceRefused(HostIdentityFilesError):
 
 def _revealed(value: Any, where: str) -> str:
     """A secret output of a `--show-secrets` export, as its plain string."""
-    if isinstance(value, Mapping) and value.get(_SIG_KEY) == _SECRET_SIG and "plaintext" in value:
-        value = json.loads(str(value["plaintext"]))
+    value = revealed(value)
     if not isinstance(value, str) or not value:
         raise HostIdentityFilesError(f"{where} has no private key in the stack's state")
     return value
@@ -222,10 +217,8 @@ def _run(args: argparse.Namespace) -> int:
     for path in write_files(args.write, files):
         print(path)
     certificate = parse_host_certificate(files[HOST_CERTIFICATE_FILE])
-    # When the next validity window starts (derived_identity.certificate_validity): from then on this command and
-    # the program issue the next certificate.
-    start = certificate.valid_after + CLOCK_SKEW_SECONDS
-    renew = start + (certificate.valid_before - start) * 2 // 3
+    # From then on this command and the program issue the next certificate.
+    renew = next_window_start(Validity(certificate.valid_after, certificate.valid_before))
     print(
         f"host key {certificate.fingerprint} of {instance} (stack {stack}), certified until "
         f"{_day(certificate.valid_before)}: run this again from {_day(renew)}, after a CA rotation or a "

@@ -15,7 +15,12 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Final
 
-__all__ = ["PulumiFailed", "error_lines", "run_pulumi"]
+__all__ = ["SECRET_SIG", "SECRET_SIG_KEY", "PulumiFailed", "error_lines", "revealed", "run_pulumi"]
+
+SECRET_SIG_KEY: Final = "4dabf18193072939515e22adb298388d"  # noqa: S105 - a format marker, no secret
+SECRET_SIG: Final = "1b47061264138c4ac30d75fd1eb44270"  # noqa: S105
+"""How a deployment marks a secret value (Pulumi's `sig` package): `{SECRET_SIG_KEY: SECRET_SIG, "plaintext": <JSON>}`
+in a `--show-secrets` export, and the form `pulumi stack import` encrypts."""
 
 _MAX_DETAIL: Final = 600
 """Characters of error text in one message: enough for the engine's reason, not a wall of it."""
@@ -62,3 +67,11 @@ def run_pulumi(args: Sequence[str], *, work_dir: Path, env: Mapping[str, str]) -
     if done.returncode != 0:
         raise PulumiFailed(args, done.returncode, done.stdout, done.stderr)
     return done.stdout
+
+
+def revealed(value: object) -> object:
+    """A value of a `--show-secrets` export with its secret envelope taken off (the decoded "plaintext"); any other
+    value as it is."""
+    if isinstance(value, Mapping) and value.get(SECRET_SIG_KEY) == SECRET_SIG and "plaintext" in value:
+        return json.loads(str(value["plaintext"]))
+    return value

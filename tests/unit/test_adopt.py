@@ -20,6 +20,7 @@ from ssh_gateway.core.names import (
     stack_marked,
 )
 from ssh_gateway.ops import adopt
+from ssh_gateway.plumbing.pulumi_cli import revealed
 
 pytestmark = pytest.mark.unit
 
@@ -107,7 +108,7 @@ def test_a_first_ups_objects_get_their_parents_and_providers_first_then_one_impo
 
 def test_an_unchanged_provider_is_configured_with_the_inputs_the_state_holds() -> None:
     # A preview lists no step for a provider it leaves as it is: its inputs come from the state, revealed.
-    held = {"__internal": {}, "kubeconfig": adopt._revealed(adopt._secret("/k/config")), "version": "4.25.0"}
+    held = {"__internal": {}, "kubeconfig": revealed(adopt._secret("/k/config")), "version": "4.25.0"}
     config = adopt._provider_config(None, held, "kubernetes", "dev", Path("."), {})
     assert config == {"kubeconfig": "/k/config", "version": "4.25.0"}
     planned = adopt.planned_creates(_first_up_preview())

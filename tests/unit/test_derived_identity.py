@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from ssh_gateway.core import host_identity as hi
-from ssh_gateway.core.derived_identity import certificate_validity, derive_identity, derived_host_key
+from ssh_gateway.core.derived_identity import certificate_validity, derive_identity, derived_host_key, next_window_start
 
 pytestmark = pytest.mark.unit
 
@@ -127,3 +127,11 @@ def test_bad_secrets_are_refused_without_showing_them() -> None:
         _identity(ca_seed="not base64!")
     with pytest.raises(hi.HostIdentityError, match="hostKeyGeneration=-1"):
         derived_host_key(ROOT, "gpu-01", -1)
+
+
+def test_the_next_window_starts_where_a_new_certificate_begins() -> None:
+    now = 1_800_000_000
+    current = certificate_validity(30, now)
+    renew = next_window_start(current)
+    assert certificate_validity(30, renew - 1) == current
+    assert certificate_validity(30, renew) != current

@@ -37,14 +37,14 @@ from pydantic import (
 from providers.unknowns import is_unknown
 from ssh_gateway.core.addresses import check_host, check_http_url
 from ssh_gateway.core.fields import Port
-from ssh_gateway.core.org import Binding, losers
+from ssh_gateway.core.org import Binding, OrgView, losers
 from ssh_gateway.core.ports import PORT_MAX, PORT_MIN
 
 from .client import Dialect, PangolinClient
 from .credentials import ApiKeyFromConfig
 from .errors import PangolinConflict, PangolinError, PangolinNotFound, may_have_applied
+from .ledger import OrgLedger, OrgLedgers
 from .models import Protocol, Resource, Target
-from .org import org_view
 from .policy import DEFAULT_POLICY, HttpPolicy
 
 __all__ = ["INPUT_KEYS", "PangolinTcpProvider", "TcpInputs"]
@@ -139,8 +139,9 @@ def _parse(props: dict[str, Any]) -> TcpInputs:
 class PangolinTcpProvider(ApiKeyFromConfig, ResourceProvider):
     """Creates, updates, reads and deletes a raw TCP/UDP Pangolin resource and its target.
 
-    Thread-safe: the engine runs up to 4 calls at once on one shared instance, and no method
-    mutates it (`configure` runs once, before any of them).
+    Thread-safe: the engine runs up to 4 calls at once on one shared instance. No method mutates it
+    (`configure` runs once, before any of them) but for what its calls learn of each org's resources
+    (`ledger.OrgLedgers`, thread-safe, never pickled), which spares each create a listing of the org.
     """
 
     # The pickled provider captures no secrets (the key comes through `configure`), so making the
@@ -158,6 +159,14 @@ class PangolinTcpProvider(ApiKeyFromConfig, ResourceProvider):
             self._policy = policy
         if dialect != "auto":
             self._dialect = dialect
+        self._ledgers = OrgLedgers()
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {k: v for k, v in super().__getstate__().items() if k != "_ledgers"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        super().__setstate__(state)
+        self._ledgers = OrgLedgers()
 
     def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
         """Validate and normalise the inputs; unknowns (preview) pass through unchecked.
@@ -205,8 +214,9 @@ class PangolinTcpProvider(ApiKeyFromConfig, ResourceProvider):
         )
 
     def create(self, props: dict[str, Any]) -> CreateResult:
-        """Create the resource, claim its port, then add its target: 2 writes and one listing of the org (a page
-        per 100 resources); 3 writes when `enabled` is false (no claim then).
+        """Create the resource, claim its port, then add its target: 2 writes, and for the claim a read of each
+        resource someone else made since the ledger last looked (a listing of the org, a page per 100
+        resources, when the ledger is new or far behind); 3 writes when `enabled` is false (no claim then).
 
         The resource never serves a port it lost, not even for a moment: Pangolin (and Traefik) route a resource
         only once it has an enabled target, and the target is added only after the claim was won (`_claim`). A
@@ -218,9 +228,10 @@ class PangolinTcpProvider(ApiKeyFromConfig, ResourceProvider):
         again (`PangolinClient.create_resource`), so a retried create never twins either.
         """
         desired = _parse(props)
+        ledger = self._ledgers.of(desired.apiUrl, desired.orgId)
         with self._client(desired.apiUrl) as client:
-            made = _adopt(client, desired, desired.adoptResourceId) if desired.adoptResourceId else None
-            resource, target = made or _create(client, desired)
+            made = _adopt(client, ledger, desired, desired.adoptResourceId) if desired.adoptResourceId else None
+            resource, target = made or _create(client, ledger, desired)
         outputs = _outputs(desired, resource.resourceId, target.targetId, resource.niceId)
         return CreateResult(str(resource.resourceId), outputs)
 
@@ -237,6 +248,7 @@ class PangolinTcpProvider(ApiKeyFromConfig, ResourceProvider):
             if name is not None or enabled is not None:
                 try:
                     resource = client.update_resource(resource_id, name=name, enabled=enabled)
+                    self._ledgers.of(desired.apiUrl, desired.orgId).changed(resource)
                 except PangolinNotFound as exc:
                     raise exc.with_advice(
                         f"Resource {resource_id} was deleted outside Pulumi: run `pulumi refresh` to drop it from "
@@ -292,6 +304,7 @@ class PangolinTcpProvider(ApiKeyFromConfig, ResourceProvider):
                 client.delete_resource(int(id_))
             except PangolinNotFound:
                 pass
+        self._ledgers.of(props["apiUrl"], str(props.get("orgId"))).gone(int(id_))
 
     def _client(self, api_url: str) -> PangolinClient:
         return PangolinClient(api_url, self.api_key(), policy=self._policy, dialect=self._dialect)
@@ -304,14 +317,15 @@ def _outputs(desired: TcpInputs, resource_id: int, target_id: int, nice_id: str 
     return {**desired.model_dump(), "resourceId": resource_id, "targetId": target_id, "niceId": nice_id}
 
 
-def _create(client: PangolinClient, desired: TcpInputs) -> tuple[Resource, Target]:
-    resource = _create_resource(client, desired)
+def _create(client: PangolinClient, ledger: OrgLedger, desired: TcpInputs) -> tuple[Resource, Target]:
+    resource = _create_resource(client, ledger, desired)
     try:
         # What a lookup after a lost answer found may be another's leftover of this name, on another port or
         # disabled: it is no claim of this create's, so it is deleted and the resource made anew, once.
         if resource.proxyPort != desired.proxyPort or not resource.enabled:
             client.delete_resource(resource.resourceId)
-            resource = _create_resource(client, desired)
+            ledger.gone(resource.resourceId)
+            resource = _create_resource(client, ledger, desired)
             if resource.proxyPort != desired.proxyPort or not resource.enabled:
                 raise PangolinConflict(
                     f"Pangolin holds '{desired.name}' on port {resource.proxyPort} (enabled: {resource.enabled}), "
@@ -319,26 +333,29 @@ def _create(client: PangolinClient, desired: TcpInputs) -> tuple[Resource, Targe
                     call="PUT /org/{orgId}/resource",
                 )
         if desired.enabled:
-            _claim(client, desired, resource)
+            _claim(client, ledger, desired, resource)
         else:
             # The raw create schema has no `enabled` (an update-only field): disable before the target exists.
             resource = client.update_resource(resource.resourceId, enabled=False)
+            ledger.changed(resource)
         target = client.create_target(
             resource.resourceId, site_id=desired.siteId, ip=desired.targetIp, port=desired.targetPort
         )
     except Exception as exc:
-        _delete_half_made(client, resource.resourceId, desired, exc)
+        _delete_half_made(client, ledger, resource.resourceId, desired, exc)
         raise
     return resource, target
 
 
-def _create_resource(client: PangolinClient, desired: TcpInputs) -> Resource:
+def _create_resource(client: PangolinClient, ledger: OrgLedger, desired: TcpInputs) -> Resource:
     """The resource, without a target yet: enabled, so it claims its port, but with no router, so it serves
     nothing (a resource with no enabled target has none: `../shared/reference/pangolin-traefik-config.md`)."""
     try:
-        return client.create_resource(
+        resource = client.create_resource(
             desired.orgId, name=desired.name, protocol=desired.protocol, proxy_port=desired.proxyPort
         )
+        ledger.created(resource)
+        return resource
     except PangolinError as exc:
         if not may_have_applied(exc):
             raise
@@ -348,20 +365,21 @@ def _create_resource(client: PangolinClient, desired: TcpInputs) -> Resource:
         ) from exc
 
 
-def _claim(client: PangolinClient, desired: TcpInputs, resource: Resource) -> None:
-    """Win the resource's port or fail: one listing, then the lowest-id rule (`ssh_gateway.core.org.losers`).
+def _claim(client: PangolinClient, ledger: OrgLedger, desired: TcpInputs, resource: Resource) -> None:
+    """Win the resource's port or fail: the lowest-id rule (`ssh_gateway.core.org.losers`) over the resources
+    made before it, which the ledger knows (`ledger.OrgLedger.older_rivals`: a listing, or what it already had).
 
     The resource is enabled on its port and has no target while this runs. Pangolin's ids grow with creation, so
-    the listing shows every enabled resource on the port made before it, with or without its target, and each
-    of those claimed the port first. If there is one, this resource lost: the caller deletes it, having never
-    served. Every resource made after it sees it in its own listing and yields, so the decision holds: the port
-    is served once (a resource keeps its claim only as long as it stays enabled on that port, which is why a new
-    port or enabling again is a replacement, i.e. a new claim).
+    the resources with lower ids are every enabled resource on the port made before it, with or without its
+    target, and each of those claimed the port first. If there is one, this resource lost: the caller deletes it,
+    having never served. Every resource made after it counts it among its older rivals and yields, so the
+    decision holds: the port is served once (a resource keeps its claim only as long as it stays enabled on that
+    port, which is why a new port or enabling again is a replacement, i.e. a new claim).
     """
     mine = Binding(
         port=desired.proxyPort, resource_id=resource.resourceId, name=desired.name, protocol=desired.protocol
     )
-    conflicts = losers([mine], org_view(client.list_all_resources(desired.orgId)))
+    conflicts = losers([mine], OrgView(tuple(ledger.older_rivals(client, mine))))
     if conflicts:
         owner = conflicts[0].owner
         raise PangolinConflict(
@@ -372,12 +390,15 @@ def _claim(client: PangolinClient, desired: TcpInputs, resource: Resource) -> No
         )
 
 
-def _delete_half_made(client: PangolinClient, resource_id: int, desired: TcpInputs, failure: Exception) -> None:
+def _delete_half_made(
+    client: PangolinClient, ledger: OrgLedger, resource_id: int, desired: TcpInputs, failure: Exception
+) -> None:
     """Undo a create whose later step failed, so `create` stays all-or-nothing."""
     try:
         client.delete_resource(resource_id)
+        ledger.gone(resource_id)
     except PangolinNotFound:
-        pass
+        ledger.gone(resource_id)
     except PangolinError as cleanup:
         raise cleanup.with_advice(
             f"{failure}; deleting the half-made resource {resource_id} ('{desired.name}') failed too: run "
@@ -385,7 +406,9 @@ def _delete_half_made(client: PangolinClient, resource_id: int, desired: TcpInpu
         ) from failure
 
 
-def _adopt(client: PangolinClient, desired: TcpInputs, resource_id: int) -> tuple[Resource, Target] | None:
+def _adopt(
+    client: PangolinClient, ledger: OrgLedger, desired: TcpInputs, resource_id: int
+) -> tuple[Resource, Target] | None:
     """Take over a resource a failed earlier run created, instead of creating a twin; None if it is gone or is
     no longer this resource's (another name or protocol) since the program listed the org.
 
@@ -402,15 +425,16 @@ def _adopt(client: PangolinClient, desired: TcpInputs, resource_id: int) -> tupl
         return None
     if resource.proxyPort != desired.proxyPort or resource.enabled != desired.enabled:
         client.delete_resource(resource_id)
+        ledger.gone(resource_id)
         print(
             f"pangolin: deleted leftover resource {resource_id} ({desired.name!r}) to create it anew", file=sys.stderr
         )
         return None
     try:
         if desired.enabled:
-            _claim(client, desired, resource)
+            _claim(client, ledger, desired, resource)
     except PangolinConflict as exc:
-        _delete_half_made(client, resource_id, desired, exc)
+        _delete_half_made(client, ledger, resource_id, desired, exc)
         raise
 
     targets = client.list_targets(resource_id)

@@ -17,8 +17,9 @@ served that port. Every party can apply the rule on its own from one listing, an
   instance whose own resource is the older one keeps its port, the younger intruder being its owner's
   problem. New instances avoid every port anyone holds.
 - `losers`, at each create (`providers.pangolin.provider`): the resource is made without its target (so it has
-  no router and serves nothing), one listing shows whether an older enabled resource claims its port, and only
-  a winner gets its target; a loser is deleted again, never having served, and its create fails naming the
+  no router and serves nothing), the resources with lower ids show whether an older enabled one claims its port
+  (what the provider's ledger knows of them, from one listing and single reads), and only a winner gets its
+  target; a loser is deleted again, never having served, and its create fails naming the
   owner; the next run's `contest` moves it. A later create gets a higher id and sees this one, so the decision
   holds. A resource keeps its claim only while it stays enabled on its port: a new port, or enabling again, is
   a replacement (a new claim, a new id).

@@ -9,6 +9,8 @@ it (a replacement: a new claim).
 
 from __future__ import annotations
 
+import concurrent.futures
+import random
 import re
 from typing import TYPE_CHECKING, Any
 
@@ -19,7 +21,7 @@ from providers.pangolin import PangolinClient, PangolinConflict, PangolinTcpProv
 from providers.pangolin.port_check import CONNECT_KEY, PortCheckProvider
 from providers.port_allocation.provider import PortAllocationProvider
 
-from .conftest import FAST, inputs, lists, next_port, writes
+from .conftest import FAST, configure, inputs, lists, next_port, writes
 
 if TYPE_CHECKING:
     from pangolin_emulator.harness import EmulatorHandle
@@ -140,6 +142,32 @@ def test_a_create_that_loses_its_port_deletes_its_resource_having_never_served(
     assert _served(emulator, port) == [older]
     # The loser's writes: its create and its delete; no target was ever added.
     assert writes(emulator.counters()) == {"PUT /v1/org/{orgId}/resource": 1, "DELETE /v1/resource/{resourceId}": 1}
+
+
+def test_two_runs_creating_on_the_same_ports_at_once_serve_each_port_once(emulator: EmulatorHandle) -> None:
+    # Two runs (two providers, so two ledgers) of 4 calls each, as the engine runs them, creating on the same
+    # ports in a shuffled order: their ids interleave, so each ledger must read the other's resources below its
+    # own before deciding. Each port goes to the lower id, the other create fails and leaves nothing.
+    ports = [next_port() for _ in range(16)]
+    runs = [configure(PangolinTcpProvider(**FAST), emulator.api_key) for _ in "cd"]
+    jobs = [(run, f"ssh-gateway/{side}/i-{port}", port) for port in ports for run, side in zip(runs, "cd", strict=True)]
+    random.Random(7).shuffle(jobs)  # noqa: S311 - a fixed test order, not a secret
+
+    def create(job: tuple[PangolinTcpProvider, str, int]) -> int | None:
+        run, name, port = job
+        try:
+            return int(run.create(inputs(emulator, name=name, proxyPort=port)).id)
+        except PangolinConflict:
+            return None
+
+    with concurrent.futures.ThreadPoolExecutor(max_workers=8) as pool:
+        made = list(pool.map(create, jobs))
+
+    for port in ports:
+        won = [resource_id for (_, _, p), resource_id in zip(jobs, made, strict=True) if p == port and resource_id]
+        assert len(won) == 1, f"port {port}: won by {won}"
+        assert _served(emulator, port) == won
+    assert emulator.doubly_bound_ports() == {}
 
 
 def test_an_older_create_still_without_its_target_wins_the_port(

@@ -15,6 +15,7 @@ from providers.pangolin import (
     PangolinTcpProvider,
     PangolinValidationError,
 )
+from providers.pangolin.ledger import READ_ONE_BY_ONE_AT_MOST
 
 from .conftest import FAST, configure, inputs, lists, next_port, unique_name, writes
 
@@ -28,19 +29,41 @@ def _names(client: PangolinClient, org_id: str) -> dict[str, int]:
     return {r.name: r.resourceId for r in client.list_all_resources(org_id)}
 
 
-def test_create_is_two_writes_and_one_listing_to_claim_the_port(
+def test_a_new_provider_lists_the_org_once_to_claim_a_port(
+    provider: PangolinTcpProvider, client: PangolinClient, emulator: EmulatorHandle
+) -> None:
+    for _ in range(READ_ONE_BY_ONE_AT_MOST + 1):  # more resources than a new ledger reads one by one
+        client.create_resource(emulator.org_id, name=unique_name(), protocol="tcp", proxy_port=next_port())
+    emulator.reset_counters()
+
+    provider.create(inputs(emulator))
+
+    listed = lists(emulator.counters())
+    pages = -(-len(client.list_all_resources(emulator.org_id)) // 100)
+    assert listed == {"GET /v1/org/{orgId}/resources": pages}
+
+
+def test_a_create_is_two_writes_and_a_read_of_each_resource_made_since_the_last(
     provider: PangolinTcpProvider, client: PangolinClient, emulator: EmulatorHandle
 ) -> None:
     props = inputs(emulator)
-    provider.create(inputs(emulator))  # let `dialect="auto"` learn the server's dialect first
+    provider.create(inputs(emulator))  # learn the server's dialect and the org's resources first
     emulator.reset_counters()
 
     result = provider.create(props)
 
     counters = emulator.counters()
     assert writes(counters) == {"PUT /v1/org/{orgId}/resource": 1, "PUT /v1/resource/{resourceId}/target": 1}
-    pages = -(-len(client.list_all_resources(emulator.org_id)) // 100)
-    assert lists(counters) == {"GET /v1/org/{orgId}/resources": pages}
+    assert lists(counters) == {}
+    # Two resources someone else made in between: each is read once, and none is listed.
+    others = [
+        client.create_resource(emulator.org_id, name=unique_name(), protocol="tcp", proxy_port=next_port())
+        for _ in range(2)
+    ]
+    emulator.reset_counters()
+    provider.create(inputs(emulator))
+    reads = {route: n for route, n in emulator.counters().items() if route.startswith("GET ")}
+    assert reads == {"GET /v1/resource/{resourceId}": len(others)}
     assert result.outs is not None
     assert result.outs == {
         **props,

@@ -67,6 +67,7 @@ from .firewall_rule import FirewallRuleArgs
 from .host_identity import HostIdentityArgs, Signing
 from .pangolin_tcp import PangolinTargetArgs
 from .sdk_debug import drop_sdk_debug_messages
+from .sdk_types import cache_resource_types
 from .sdk_wait import wait_for_outputs_together
 from .ssh_instance import SshInstance, SshInstanceArgs
 
@@ -97,6 +98,7 @@ def run(*, project: str, stack: str) -> None:
     """The whole program: settings, the org's listing, every resource, the outputs exported."""
     drop_sdk_debug_messages()
     wait_for_outputs_together()
+    cache_resource_types()
     try:
         settings = load_settings()
         org = read_pangolin_org(settings)

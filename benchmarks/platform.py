@@ -3,8 +3,9 @@
     .venv/bin/python -m benchmarks.platform            # N = 100 and 1000, 4 shards of 250
     .venv/bin/python -m benchmarks.platform --quick    # N = 30 and 300, 4 shards of 75 (for development)
 
-Every `up` goes the way the platform runs it: `ssh-gateway up`'s choice (`ssh_gateway.ops.up.first_up_env`),
-so a first `up` writes its checkpoint once, at the end, and every later one (the +1) after each step.
+Every `up` is the platform's: `ssh-gateway up` as a process of its own, as CI runs it, timed whole. So a first
+`up` pays for the preview that decides it (`ssh_gateway.ops.up.first_up_env`) and writes its checkpoint once, at
+the end; every later one (the +1) writes one after each step.
 `--checkpoints` adds, for comparison, first `up`s of both sizes that write every step's checkpoint (what a
 plain `pulumi up` does). Ratios are taken within the run. Static instances, host identity on (the default).
 
@@ -23,27 +24,24 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 from pangolin_emulator.harness import EmulatorHandle, running_emulator
-from ssh_gateway.ops.up import first_up_env, planned_create_types
 from ssh_gateway.plumbing.toolchain import REPO, pulumi_env
 from tests.integration.fake_azure import FakeAzure, fake_azure_native
 from tests.integration.skip_checkpoints_kill import FIREWALL_CONFIG, KILL_POINTS, KillTrial, kill_first_up
 
 from . import state_parts
-from .stacks import FIRST_PORT, Bench, Clock, Options, clocked, instance_names, open_program, program_config
+from .stacks import FIRST_PORT, Clock, Options, clocked, instance_names, open_program, program_config
 
 
 def log(message: str) -> None:
@@ -56,14 +54,24 @@ def emulator(tmp: Path, name: str) -> Iterator[EmulatorHandle]:
         yield handle
 
 
-def _decided(bench: Bench) -> Bench:
-    """The stack with the environment `ssh-gateway up` would give its next `up`."""
-    exported = bench.stack.export_stack()
-    workspace = bench.stack.workspace
-    env = {**os.environ, **workspace.env_vars}
-    planned = partial(planned_create_types, bench.stack.name, Path(workspace.work_dir or "."), env)
-    workspace.env_vars = {**workspace.env_vars, **first_up_env({"deployment": exported.deployment}, planned)}
-    return bench
+def ssh_gateway_up(stack: str, log: Path, env: Mapping[str, str] | None = None) -> subprocess.Popen[bytes]:
+    """`ssh-gateway up --ambient --stack STACK` started as its own process, its output to `log` (pipes read one
+    after the other could fill and stall one of several)."""
+    return subprocess.Popen(  # noqa: S603 - this interpreter, the project's own module
+        [sys.executable, "-m", "ssh_gateway.ops.up", "--ambient", "--stack", stack],
+        cwd=REPO,
+        env={**pulumi_env(), **(env or {})},
+        stdout=log.open("w"),
+        stderr=subprocess.STDOUT,
+    )
+
+
+def _timed_ssh_gateway_up(stack: str, log: Path) -> Clock:
+    def run() -> None:
+        if ssh_gateway_up(stack, log).wait() != 0:
+            raise RuntimeError(f"ssh-gateway up --stack {stack} failed: {log.read_text()[-2000:]}")
+
+    return clocked(run)
 
 
 @dataclass(frozen=True)
@@ -82,19 +90,18 @@ def size_timing(tmp: Path, count: int, plus: int) -> Size:
     log(f"N={count}: first up as `ssh-gateway up` runs it, then {plus} x +1")
     name = f"bench-platform-{count}"
     with emulator(tmp, name) as emu:
-        bench = _decided(open_program(name, emu, program_config(emu, instance_names(count))))
-        skipped = bench.stack.workspace.env_vars.get("PULUMI_SKIP_CHECKPOINTS") == "true"
+        bench = open_program(name, emu, program_config(emu, instance_names(count)))
         try:
-            first = bench.timed_up()
+            first = _timed_ssh_gateway_up(name, tmp / f"{name}.log")
+            skipped = "PULUMI_SKIP_CHECKPOINTS" in (tmp / f"{name}.log").read_text()
             size = bench.state_bytes()
             clocks = []
             for extra in range(1, plus + 1):
                 # The stack file rewritten with one more instance, as a person (or `instances add`) does.
                 # The same range as the first `up` (twice the instances), so only the new instance changes.
                 ports = (FIRST_PORT, FIRST_PORT + max(2 * count, 20) - 1)
-                grown = program_config(emu, instance_names(count + extra), ports=ports)
-                more = _decided(open_program(name, emu, grown))
-                clocks.append(more.timed_up())
+                open_program(name, emu, program_config(emu, instance_names(count + extra), ports=ports))
+                clocks.append(_timed_ssh_gateway_up(name, tmp / f"{name}-{extra}.log"))
             plus_one = Clock(
                 wall=statistics.median(c.wall for c in clocks), cpu=statistics.median(c.cpu for c in clocks)
             )
@@ -159,17 +166,9 @@ def shards_timing(tmp: Path, total: int, shards: int) -> Shards:
 
             def all_at_once() -> None:
                 started = time.perf_counter()
-                # Each process's output to a file: pipes read one after the other could fill and stall a shard.
                 logs = [tmp / f"shard-{k}.log" for k in range(len(benches))]
                 processes = [
-                    subprocess.Popen(  # noqa: S603 - this interpreter, the project's own module
-                        [sys.executable, "-m", "ssh_gateway.ops.up", "--ambient", "--stack", bench.stack.name],
-                        cwd=REPO,
-                        env={**pulumi_env(), **backend_env},
-                        stdout=log.open("w"),
-                        stderr=subprocess.STDOUT,
-                    )
-                    for bench, log in zip(benches, logs, strict=True)
+                    ssh_gateway_up(bench.stack.name, log, backend_env) for bench, log in zip(benches, logs, strict=True)
                 ]
                 failures = []
                 for process, log in zip(processes, logs, strict=True):

@@ -81,9 +81,16 @@ class Size:
     count: int
     first_up: Clock
     plus_one: Clock
+    """A +1 by `ssh-gateway up`: `pulumi up --yes`, whose own preview runs first."""
+    plus_one_unpreviewed: Clock
+    """A +1 by `pulumi up --skip-preview` (the Automation API's): the update alone."""
     skipped_checkpoints: bool
     state_bytes: int
     plus_ones: int
+
+
+def _median(clocks: list[Clock]) -> Clock:
+    return Clock(wall=statistics.median(c.wall for c in clocks), cpu=statistics.median(c.cpu for c in clocks))
 
 
 def size_timing(tmp: Path, count: int, plus: int) -> Size:
@@ -95,17 +102,18 @@ def size_timing(tmp: Path, count: int, plus: int) -> Size:
             first = _timed_ssh_gateway_up(name, tmp / f"{name}.log")
             skipped = "PULUMI_SKIP_CHECKPOINTS" in (tmp / f"{name}.log").read_text()
             size = bench.state_bytes()
-            clocks = []
-            for extra in range(1, plus + 1):
+            clocks: list[Clock] = []
+            unpreviewed: list[Clock] = []
+            # The same range as the first `up` (twice the instances), so only the new instance changes.
+            ports = (FIRST_PORT, FIRST_PORT + max(2 * count, 20) - 1)
+            for extra in range(1, 2 * plus + 1):
                 # The stack file rewritten with one more instance, as a person (or `instances add`) does.
-                # The same range as the first `up` (twice the instances), so only the new instance changes.
-                ports = (FIRST_PORT, FIRST_PORT + max(2 * count, 20) - 1)
-                open_program(name, emu, program_config(emu, instance_names(count + extra), ports=ports))
-                clocks.append(_timed_ssh_gateway_up(name, tmp / f"{name}-{extra}.log"))
-            plus_one = Clock(
-                wall=statistics.median(c.wall for c in clocks), cpu=statistics.median(c.cpu for c in clocks)
-            )
-            return Size(count, first, plus_one, skipped, size, plus)
+                grown = open_program(name, emu, program_config(emu, instance_names(count + extra), ports=ports))
+                if extra % 2:
+                    clocks.append(_timed_ssh_gateway_up(name, tmp / f"{name}-{extra}.log"))
+                else:
+                    unpreviewed.append(grown.timed_up())
+            return Size(count, first, _median(clocks), _median(unpreviewed), skipped, size, plus)
         finally:
             bench.discard()
 
@@ -261,7 +269,9 @@ def report(results: dict[str, Any], shards: int) -> str:
         ),
         (
             f"one more instance on a stack of {large.count} vs on a stack of {small.count}",
-            f"{_ratio(large.plus_one, small.plus_one)} ({large.plus_one.wall:.1f} s / {small.plus_one.wall:.1f} s)",
+            f"{_ratio(large.plus_one, small.plus_one)} ({large.plus_one.wall:.1f} s / {small.plus_one.wall:.1f} s); "
+            f"the update alone (`--skip-preview`) {_ratio(large.plus_one_unpreviewed, small.plus_one_unpreviewed)} "
+            f"({large.plus_one_unpreviewed.wall:.1f} s / {small.plus_one_unpreviewed.wall:.1f} s)",
             "≤ 3x",
         ),
         (
@@ -291,7 +301,8 @@ def report(results: dict[str, Any], shards: int) -> str:
     for size in (small, large):
         how = "checkpoint once, at the end" if size.skipped_checkpoints else "a checkpoint after every step"
         row(f"N={size.count}: first `up` ({how}; state {size.state_bytes / 1e6:.2f} MB)", size.first_up)
-        row(f"N={size.count}: +1 (median of {size.plus_ones})", size.plus_one)
+        row(f"N={size.count}: +1, `ssh-gateway up` (median of {size.plus_ones})", size.plus_one)
+        row(f"N={size.count}: +1, `pulumi up --skip-preview` (median of {size.plus_ones})", size.plus_one_unpreviewed)
     if plain:
         for count, clock in zip((small.count, large.count), plain, strict=True):
             row(f"N={count}: first `up`, a checkpoint after every step", clock)

@@ -66,9 +66,9 @@ def ssh_gateway_up(stack: str, log: Path, env: Mapping[str, str] | None = None) 
     )
 
 
-def _timed_ssh_gateway_up(stack: str, log: Path) -> Clock:
+def _timed_ssh_gateway_up(stack: str, log: Path, env: Mapping[str, str] | None = None) -> Clock:
     def run() -> None:
-        if ssh_gateway_up(stack, log).wait() != 0:
+        if ssh_gateway_up(stack, log, env).wait() != 0:
             raise RuntimeError(f"ssh-gateway up --stack {stack} failed: {log.read_text()[-2000:]}")
 
     return clocked(run)
@@ -136,6 +136,8 @@ class Shards:
     slowest: float
     ports_bound_twice: int
     backend: str
+    plus_one: Clock
+    """One more instance on the first shard afterwards, by `ssh-gateway up` on the same backend."""
 
 
 @contextmanager
@@ -188,7 +190,13 @@ def shards_timing(tmp: Path, total: int, shards: int) -> Shards:
                     raise RuntimeError(f"{len(failures)} shard(s) failed: {failures}")
 
             clock = clocked(all_at_once)
-            return Shards(clock, max(durations), len(emu.doubly_bound_ports()), backend)
+            bound_twice = len(emu.doubly_bound_ports())
+            log(f"a shard of {per_shard}: +1")
+            ports = (FIRST_PORT, FIRST_PORT + 2 * per_shard - 1)
+            grown = program_config(emu, instance_names(per_shard + 1), ports=ports)
+            open_program(benches[0].stack.name, emu, grown, Options(env=backend_env))
+            plus_one = _timed_ssh_gateway_up(benches[0].stack.name, tmp / "shard-0-plus-one.log", backend_env)
+            return Shards(clock, max(durations), bound_twice, backend, plus_one)
         finally:
             for bench in benches:
                 bench.discard()
@@ -310,6 +318,7 @@ def report(results: dict[str, Any], shards: int) -> str:
         f"{shards} shards of {large.count // shards} at once (slowest {sharded.slowest:.1f} s)",
         sharded.clock,
     )
+    row(f"a shard of {large.count // shards}: +1, `ssh-gateway up` (Azurite when installed)", sharded.plus_one)
     lines += ["", *(f"- {trial.summary()}" for trial in kills)]
     return "\n".join(lines)
 

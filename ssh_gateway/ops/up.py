@@ -33,7 +33,15 @@ from ssh_gateway.plumbing.toolchain import REPO, ToolchainMissing, pulumi_env
 from .adopt import planned_creates, skip_checkpoints_is_recoverable
 from .command import Command
 
-__all__ = ["COMMAND", "SKIP_CHECKPOINTS", "first_up_env", "holds_resources", "main", "planned_create_types"]
+__all__ = [
+    "COMMAND",
+    "SKIP_CHECKPOINTS",
+    "decision_preview_arguments",
+    "first_up_env",
+    "holds_resources",
+    "main",
+    "planned_create_types",
+]
 
 SKIP_CHECKPOINTS: Final = {"PULUMI_SKIP_CHECKPOINTS": "true"}
 """What a first `up` adds to pulumi's environment."""
@@ -60,9 +68,36 @@ def first_up_env(deployment: Mapping[str, Any], planned_types: Callable[[], Iter
     return dict(SKIP_CHECKPOINTS) if recoverable else {}
 
 
-def planned_create_types(stack: str, work_dir: Path, env: Mapping[str, str]) -> list[str]:
+# `pulumi up` flags (after `--`) that change what a preview checks: the decision preview takes them too.
+_CHECKED_WITH: Final = ("--policy-pack", "--policy-pack-config")
+# Flags that change only how the update shows itself or how many steps run at once, with a value or without.
+_SHOWN_WITH: Final = ("--color", "--parallel", "-p")
+_SHOWN: Final = ("--diff", "--suppress-progress", "--suppress-outputs", "--non-interactive", "--skip-preview")
+
+
+def decision_preview_arguments(extra: Sequence[str]) -> list[str] | None:
+    """What of `extra` (the `pulumi up` flags) the preview that decides a first `up` must take, so that it checks
+    what the update will (the policy packs); None when `extra` holds a flag not known here (a `--target`, say):
+    then the update keeps its own preview."""
+    taken: list[str] = []
+    args = iter(extra)
+    for arg in args:
+        flag, with_value, _ = arg.partition("=")
+        if flag in _CHECKED_WITH:
+            taken += [arg] if with_value else [arg, next(args, "")]
+        elif flag in _SHOWN_WITH:
+            if not with_value:
+                next(args, None)
+        elif flag not in _SHOWN:
+            return None
+    return taken
+
+
+def planned_create_types(
+    stack: str, work_dir: Path, env: Mapping[str, str], preview_arguments: Sequence[str] = ()
+) -> list[str]:
     """The types of the creates a preview plans (what a lost first `up` could leave behind)."""
-    shown = run_pulumi(["preview", "--json", "--stack", stack], work_dir=work_dir, env=env)
+    shown = run_pulumi(["preview", "--json", "--stack", stack, *preview_arguments], work_dir=work_dir, env=env)
     planned = planned_creates(json.loads(shown or "{}"))
     return [p.type for p in planned.values() if p.op == "create"]
 
@@ -77,14 +112,24 @@ def up(stack: str, extra: Sequence[str] = (), *, ambient: bool = False, work_dir
     """`pulumi up --yes --stack STACK [extra]`, checkpoints skipped on a first `up`; pulumi's exit code.
     `ambient`: the pulumi on PATH with the environment's backend and secrets (CI), not the offline toolchain."""
     env = dict(os.environ) if ambient else pulumi_env()
-    added = first_up_env(_export(stack, work_dir, env), lambda: planned_create_types(stack, work_dir, env))
+    shared = decision_preview_arguments(extra)
+    previews: list[list[str]] = []  # the decision preview's planned types, once it has run
+
+    def planned() -> list[str]:
+        previews.append(planned_create_types(stack, work_dir, env, shared or ()))
+        return previews[-1]
+
+    added = first_up_env(_export(stack, work_dir, env), planned)
     if added:
         print(
             f"up {stack}: a first up; the checkpoint is written once, at the end (PULUMI_SKIP_CHECKPOINTS). "
             f"If it dies: ssh-gateway recover --stack {stack}, then ssh-gateway up --stack {stack}",
             file=sys.stderr,
         )
-    argv = ["pulumi", "up", "--yes", "--stack", stack, "--non-interactive", *extra]
+    # The decision preview of a first up checked what the update will (the same program, config and policy
+    # packs): pulumi up's own preview would run the whole program again first, a third of a first up of 1000.
+    once = ["--skip-preview"] if previews and shared is not None and "--skip-preview" not in extra else []
+    argv = ["pulumi", "up", "--yes", "--stack", stack, "--non-interactive", *once, *extra]
     done = subprocess.run(argv, cwd=work_dir, env={**env, **added}, check=False)  # noqa: S603
     if done.returncode != 0:
         print(

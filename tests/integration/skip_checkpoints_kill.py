@@ -44,8 +44,8 @@ FIREWALL_CONFIG: Final = {
 """Config over a stack's that gives each instance an NSG rule in the Azure stand-in (`fake_azure.py`)."""
 
 _SSH_GATEWAY = str(REPO / ".venv" / "bin" / "ssh-gateway")
-# `ssh-gateway up` previews once to decide on the checkpoints; pulumi's own preview before the update would run
-# the program of 300 instances a second time for nothing.
+# A first `ssh-gateway up` previews once, to decide on the checkpoints, and skips pulumi's own preview; the `up`
+# after `recover` is not a first one, and skips it by this flag (the program of 300 instances, once more).
 _UP = (_SSH_GATEWAY, "up", "--stack")
 _UP_FLAGS = ("--", "--skip-preview")
 _SKIPPING = "the checkpoint is written once, at the end (PULUMI_SKIP_CHECKPOINTS)"
@@ -179,7 +179,7 @@ def kill_first_up(
         return emulator.counters().get(PUT_RESOURCE, 0), len(azure.creates)
 
     up_log = logs / "first-up.log"
-    first = start_in_session([*_UP, stack.name, *_UP_FLAGS], up_log, env=env)
+    first = start_in_session([*_UP, stack.name], up_log, env=env)
     wait_until(lambda: sum(made()) >= target, f"{target} creates", process=first, timeout=timeout)
     killed = kill_tree(first)
     made_at_kill = made()

@@ -316,6 +316,8 @@ def test_the_up_jobs_step_deploys_a_new_shard_with_ssh_gateway_up_then_a_second_
     assert first.returncode == 0, first.stdout[-3000:]
     # A new stack of Pangolin resources only: recover heals a lost first up of it, so its checkpoint is written once.
     assert f"up {stack.name}: a first up; the checkpoint is written once, at the end" in first.stdout
+    # Its decision preview took the policy pack, so pulumi up's own preview was skipped; the daily run keeps it.
+    assert "Previewing update" not in first.stdout and "Updating (" in first.stdout, first.stdout[-3000:]
     assert "ssh-gateway-guardrails|local|policy" in first.stdout and "[mandatory]" not in first.stdout  # it gated
     assert sorted(stack.outputs()["allocations"].value) == ["a", "b"]
     assert blobs(azurite, lock_prefix(stack)) == []
@@ -328,5 +330,6 @@ def test_the_up_jobs_step_deploys_a_new_shard_with_ssh_gateway_up_then_a_second_
     second = step(up_step["run"])  # the daily run: a stack that exists keeps every checkpoint, and has nothing to do
     assert second.returncode == 0, second.stdout[-3000:]
     assert "a first up" not in second.stdout
+    assert "Previewing update" in second.stdout
     assert "unchanged" in second.stdout.split("Resources:")[-1]
     stack.preview(expect_no_changes=True)

@@ -8,7 +8,7 @@ import pytest
 
 from ssh_gateway.core.names import NSG_RULE_TYPE, PANGOLIN_TYPE, SECRET_TYPE, SERVICE_TYPE
 from ssh_gateway.ops.cli import build_parser
-from ssh_gateway.ops.up import SKIP_CHECKPOINTS, first_up_env, holds_resources
+from ssh_gateway.ops.up import SKIP_CHECKPOINTS, decision_preview_arguments, first_up_env, holds_resources
 
 pytestmark = pytest.mark.unit
 
@@ -61,3 +61,17 @@ def test_a_pending_create_is_not_a_first_up() -> None:
 def test_the_cli_has_up_with_pulumi_arguments_after_dashes() -> None:
     args = build_parser().parse_args(["up", "--stack", "dev", "--", "--parallel", "8"])
     assert args.stack == "dev" and args.extra == ["--", "--parallel", "8"] and callable(args.run)
+
+
+def test_the_decision_preview_takes_the_policy_packs_and_nothing_unknown() -> None:
+    workflow = ["--policy-pack", "policy", "--diff", "--suppress-progress"]
+    assert decision_preview_arguments(workflow) == ["--policy-pack", "policy"]
+    assert decision_preview_arguments(["--policy-pack=a", "--policy-pack-config", "c.json", "--parallel", "8"]) == [
+        "--policy-pack=a",
+        "--policy-pack-config",
+        "c.json",
+    ]
+    assert decision_preview_arguments(["--color=never", "-p", "4", "--skip-preview"]) == []
+    # A flag that changes what the update does, and one not known here: the update keeps its own preview.
+    assert decision_preview_arguments(["--target", "urn:pulumi:dev::p::t::a"]) is None
+    assert decision_preview_arguments(["--diff", "--refresh"]) is None

@@ -36,12 +36,25 @@ from pathlib import Path
 from typing import Any
 
 from pangolin_emulator.harness import EmulatorHandle, running_emulator
+from ssh_gateway.ops.up import SKIP_CHECKPOINTS
 from ssh_gateway.plumbing.toolchain import REPO, pulumi_env
 from tests.integration.fake_azure import FakeAzure, fake_azure_native
 from tests.integration.skip_checkpoints_kill import FIREWALL_CONFIG, KILL_POINTS, KillTrial, kill_first_up
 
 from . import state_parts
-from .stacks import FIRST_PORT, Clock, Options, clocked, instance_names, open_program, program_config
+from .stacks import (
+    FIRST_PORT,
+    FLOOR,
+    Clock,
+    Options,
+    clocked,
+    floor_config,
+    instance_names,
+    open_bench,
+    open_floor,
+    open_program,
+    program_config,
+)
 
 
 def log(message: str) -> None:
@@ -116,6 +129,21 @@ def size_timing(tmp: Path, count: int, plus: int) -> Size:
             return Size(count, first, _median(clocks), _median(unpreviewed), skipped, size, plus)
         finally:
             bench.discard()
+
+
+def floor_plus_one(count: int) -> Clock:
+    """A +1 (the update alone) on the same-graph floor of `count` (`benchmarks/floor`: this program's resource
+    graph for static instances, with providers that do nothing): what the engine and the SDK alone cost for it."""
+    log(f"N={count}: +1 on the same-graph floor")
+    name = f"bench-platform-floor-{count}"
+    first = floor_config(count, "graph")
+    bench = open_floor(name, count, "graph", Options(env=SKIP_CHECKPOINTS))
+    try:
+        bench.stack.up()
+        grown = {**floor_config(count + 1, "graph"), "ssh-gateway-floor:ports": first["ssh-gateway-floor:ports"]}
+        return open_bench(name, grown, work_dir=FLOOR).timed_up()
+    finally:
+        bench.discard()
 
 
 def checkpointed_up(tmp: Path, count: int) -> Clock:
@@ -262,6 +290,7 @@ def report(results: dict[str, Any], shards: int) -> str:
     sharded: Shards = results["shards"]
     plain = results.get("checkpointed")
     kills: list[KillTrial] = results["kill"]
+    floor_small, floor_large = results["floor_plus_one"]
     plain_note = ""
     if plain:
         plain_small, plain_large = plain
@@ -279,7 +308,9 @@ def report(results: dict[str, Any], shards: int) -> str:
             f"one more instance on a stack of {large.count} vs on a stack of {small.count}",
             f"{_ratio(large.plus_one, small.plus_one)} ({large.plus_one.wall:.1f} s / {small.plus_one.wall:.1f} s); "
             f"the update alone (`--skip-preview`) {_ratio(large.plus_one_unpreviewed, small.plus_one_unpreviewed)} "
-            f"({large.plus_one_unpreviewed.wall:.1f} s / {small.plus_one_unpreviewed.wall:.1f} s)",
+            f"({large.plus_one_unpreviewed.wall:.1f} s / {small.plus_one_unpreviewed.wall:.1f} s); "
+            f"the same-graph floor's update alone {_ratio(floor_large, floor_small)} "
+            f"({floor_large.wall:.1f} s / {floor_small.wall:.1f} s)",
             "≤ 3x",
         ),
         (
@@ -311,6 +342,8 @@ def report(results: dict[str, Any], shards: int) -> str:
         row(f"N={size.count}: first `up` ({how}; state {size.state_bytes / 1e6:.2f} MB)", size.first_up)
         row(f"N={size.count}: +1, `ssh-gateway up` (median of {size.plus_ones})", size.plus_one)
         row(f"N={size.count}: +1, `pulumi up --skip-preview` (median of {size.plus_ones})", size.plus_one_unpreviewed)
+    for size, clock in ((small, floor_small), (large, floor_large)):
+        row(f"N={size.count}: +1 on the same-graph floor, `pulumi up --skip-preview`", clock)
     if plain:
         for count, clock in zip((small.count, large.count), plain, strict=True):
             row(f"N={count}: first `up`, a checkpoint after every step", clock)
@@ -344,6 +377,7 @@ def main() -> None:
         results["state_per_instance"] = state_per_instance()
         results["small"] = size_timing(tmp, small, args.plus)
         results["large"] = size_timing(tmp, large, 1)
+        results["floor_plus_one"] = (floor_plus_one(small), floor_plus_one(large))
         if args.checkpoints:
             results["checkpointed"] = (checkpointed_up(tmp, small), checkpointed_up(tmp, large))
         results["shards"] = shards_timing(tmp, large, args.shards)

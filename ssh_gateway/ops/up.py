@@ -7,7 +7,8 @@ a minute instead of a quarter of an hour. Its price is that a run that dies leav
 of what it made. This command takes that price only where it is paid back by `ssh-gateway recover`: on a
 **first** `up` (the state holds no resource yet), whose every create is adoptable — a Pangolin resource by its
 name, the rest by recover's import. Every later `up` (the daily change: a few creates, updates and deletes on
-a stack that exists) keeps the engine's checkpoints, so a killed one loses nothing.
+a stack that exists) keeps the engine's checkpoints, so a killed one loses nothing. The preview that tells a
+first `up` (what it would create) takes the `up`'s policy packs and is that `up`'s only preview.
 
 When a run dies either way, the path is the same: `ssh-gateway recover --stack S`, then `ssh-gateway up
 --stack S` again.

@@ -49,9 +49,9 @@ class OrgLedger:
         self._org_id = org_id
         self._lock = threading.Lock()
         self._listing = threading.Lock()  # one listing at a time; the others wait, then reuse it
-        self._known: dict[int, Binding | None] = {}
+        self._known: dict[int, Binding | None] = {}  # what it learned of single ids: None when gone or not this org's
         self._on_port: dict[tuple[int, str], dict[int, Binding]] = {}  # (port, protocol) -> the enabled ones
-        self._known_below = 1  # every id below this one is in `_known`, or was gone when the ledger learned
+        self._known_below = 1  # every id below this one is known: in `_known`, else gone or another org's
         self._own: set[int] = set()  # the resources this process created: what it knows of them is the latest
 
     def created(self, resource: Resource) -> None:
@@ -119,14 +119,15 @@ class OrgLedger:
         with self._listing:
             if not again and not self._unknown_below(resource_id):
                 return
-            listed = {b.resource_id: b for b in org_view(client.list_all_resources(self._org_id)).bindings}
+            listed = org_view(client.list_all_resources(self._org_id)).bindings
             with self._lock:
-                for i in range(self._known_below, resource_id):
-                    if i not in self._own:
-                        self._put(i, listed.get(i))
-                for i, binding in listed.items():
-                    if i not in self._own:
-                        self._put(i, binding)
+                for binding in listed:
+                    if binding.resource_id not in self._own:
+                        self._put(binding.resource_id, binding)
+                # Every id below `resource_id` that the listing did not show is gone or another org's: known too,
+                # without an entry each (a server's ids run far ahead of what an org holds).
+                self._known_below = max(self._known_below, resource_id)
+                self._advance()
 
     def _put(self, resource_id: int, binding: Binding | None) -> None:
         # Holding `_lock`.
@@ -136,6 +137,10 @@ class OrgLedger:
         self._known[resource_id] = binding
         if binding is not None and binding.enabled:
             self._on_port.setdefault((binding.port, binding.protocol), {})[resource_id] = binding
+        self._advance()
+
+    def _advance(self) -> None:
+        # Holding `_lock`.
         while self._known_below in self._known:
             self._known_below += 1
 

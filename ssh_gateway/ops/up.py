@@ -1,14 +1,14 @@
 """`ssh-gateway up --stack S`: `pulumi up`, with the checkpoint written once at the end when the stack is new.
 
-The file backend (and Azure Blob, S3) rewrites the whole checkpoint after every step, several times per
-instance, so a first `up` of N instances writes ~7N checkpoints of up to N instances each: quadratic
-(docs/scaling.md). `PULUMI_SKIP_CHECKPOINTS=true` writes it once, at the end: a first `up` of 1000 in about
-a minute instead of a quarter of an hour. Its price is that a run that dies leaves the stack without a record
-of what it made. This command takes that price only where it is paid back by `ssh-gateway recover`: on a
-**first** `up` (the state holds no resource yet), whose every create is adoptable — a Pangolin resource by its
-name, the rest by recover's import. Every later `up` (the daily change: a few creates, updates and deletes on
-a stack that exists) keeps the engine's checkpoints, so a killed one loses nothing. The preview that tells a
-first `up` (what it would create) takes the `up`'s policy packs and is that `up`'s only preview.
+The file backend (and Azure Blob, S3) rewrites the whole checkpoint after every step, several times per instance,
+so a first `up` of N instances writes ~7N checkpoints of up to N instances each: quadratic (docs/scaling.md).
+`PULUMI_SKIP_CHECKPOINTS=true` writes it once, at the end: a first `up` of 1000 in about 20 s instead of a quarter
+of an hour (benchmarks/platform.py). Its price is that a run that dies leaves the stack without a record of what it
+made. This command takes that price only where it is paid back by `ssh-gateway recover`: on a **first** `up` (the
+state holds no resource yet), whose every create is adoptable — a Pangolin resource by its name, the rest by
+recover's import. Every later `up` (the daily change: a few creates, updates and deletes on a stack that exists)
+keeps the engine's checkpoints, so a killed one loses nothing. The preview that tells a first `up` (what it would
+create) takes the `up`'s policy packs and is that `up`'s only preview.
 
 When a run dies either way, the path is the same: `ssh-gateway recover --stack S`, then `ssh-gateway up
 --stack S` again.

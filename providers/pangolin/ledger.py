@@ -24,6 +24,7 @@ check (`port_check`) catches, as it catches a rival made by a tool that makes no
 
 from __future__ import annotations
 
+import itertools
 import threading
 from typing import Final
 
@@ -93,8 +94,11 @@ class OrgLedger:
     # --- learning ------------------------------------------------------------------------------------------
 
     def _unknown_below(self, resource_id: int) -> list[int]:
+        """The unknown ids below `resource_id`, up to one more than are read one by one (a fresh ledger's may be
+        a server's whole history)."""
         with self._lock:
-            return [i for i in range(self._known_below, resource_id) if i not in self._known]
+            unknown = (i for i in range(self._known_below, resource_id) if i not in self._known)
+            return list(itertools.islice(unknown, READ_ONE_BY_ONE_AT_MOST + 1))
 
     def _read_each(self, client: PangolinClient, ids: list[int]) -> bool:
         """Read the ids one by one; False if one answered with anything but the resource or "not found"."""

@@ -300,11 +300,7 @@ class PangolinTcpProvider(ApiKeyFromConfig, ResourceProvider):
     def delete(self, id_: str, props: dict[str, Any]) -> None:
         """Delete the resource (its targets cascade); already gone counts as deleted."""
         with self._client(props["apiUrl"]) as client:
-            try:
-                client.delete_resource(int(id_))
-            except PangolinNotFound:
-                pass
-        self._ledgers.of(props["apiUrl"], str(props.get("orgId"))).gone(int(id_))
+            _delete(client, self._ledgers.of(props["apiUrl"], str(props.get("orgId"))), int(id_))
 
     def _client(self, api_url: str) -> PangolinClient:
         return PangolinClient(api_url, self.api_key(), policy=self._policy, dialect=self._dialect)
@@ -323,8 +319,7 @@ def _create(client: PangolinClient, ledger: OrgLedger, desired: TcpInputs) -> tu
         # What a lookup after a lost answer found may be another's leftover of this name, on another port or
         # disabled: it is no claim of this create's, so it is deleted and the resource made anew, once.
         if resource.proxyPort != desired.proxyPort or not resource.enabled:
-            client.delete_resource(resource.resourceId)
-            ledger.gone(resource.resourceId)
+            _delete(client, ledger, resource.resourceId)
             resource = _create_resource(client, ledger, desired)
             if resource.proxyPort != desired.proxyPort or not resource.enabled:
                 raise PangolinConflict(
@@ -390,15 +385,21 @@ def _claim(client: PangolinClient, ledger: OrgLedger, desired: TcpInputs, resour
         )
 
 
+def _delete(client: PangolinClient, ledger: OrgLedger, resource_id: int) -> None:
+    """Delete a resource (its targets cascade), already gone counting as deleted, and tell the ledger."""
+    try:
+        client.delete_resource(resource_id)
+    except PangolinNotFound:
+        pass
+    ledger.gone(resource_id)
+
+
 def _delete_half_made(
     client: PangolinClient, ledger: OrgLedger, resource_id: int, desired: TcpInputs, failure: Exception
 ) -> None:
     """Undo a create whose later step failed, so `create` stays all-or-nothing."""
     try:
-        client.delete_resource(resource_id)
-        ledger.gone(resource_id)
-    except PangolinNotFound:
-        ledger.gone(resource_id)
+        _delete(client, ledger, resource_id)
     except PangolinError as cleanup:
         raise cleanup.with_advice(
             f"{failure}; deleting the half-made resource {resource_id} ('{desired.name}') failed too: run "
@@ -424,8 +425,7 @@ def _adopt(
     if resource.name != desired.name or resource.raw_protocol != desired.protocol:
         return None
     if resource.proxyPort != desired.proxyPort or resource.enabled != desired.enabled:
-        client.delete_resource(resource_id)
-        ledger.gone(resource_id)
+        _delete(client, ledger, resource_id)
         print(
             f"pangolin: deleted leftover resource {resource_id} ({desired.name!r}) to create it anew", file=sys.stderr
         )

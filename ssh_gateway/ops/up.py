@@ -114,13 +114,8 @@ def up(stack: str, extra: Sequence[str] = (), *, ambient: bool = False, work_dir
     `ambient`: the pulumi on PATH with the environment's backend and secrets (CI), not the offline toolchain."""
     env = dict(os.environ) if ambient else pulumi_env()
     shared = decision_preview_arguments(extra)
-    previews: list[list[str]] = []  # the decision preview's planned types, once it has run
-
-    def planned() -> list[str]:
-        previews.append(planned_create_types(stack, work_dir, env, shared or ()))
-        return previews[-1]
-
-    added = first_up_env(_export(stack, work_dir, env), planned)
+    exported = _export(stack, work_dir, env)
+    added = first_up_env(exported, lambda: planned_create_types(stack, work_dir, env, shared or ()))
     if added:
         print(
             f"up {stack}: a first up; the checkpoint is written once, at the end (PULUMI_SKIP_CHECKPOINTS). "
@@ -129,7 +124,8 @@ def up(stack: str, extra: Sequence[str] = (), *, ambient: bool = False, work_dir
         )
     # The decision preview of a first up checked what the update will (the same program, config and policy
     # packs): pulumi up's own preview would run the whole program again first, a third of a first up of 1000.
-    once = ["--skip-preview"] if previews and shared is not None and "--skip-preview" not in extra else []
+    previewed = not holds_resources(exported)  # `first_up_env` previews exactly then
+    once = ["--skip-preview"] if previewed and shared is not None and "--skip-preview" not in extra else []
     argv = ["pulumi", "up", "--yes", "--stack", stack, "--non-interactive", *once, *extra]
     done = subprocess.run(argv, cwd=work_dir, env={**env, **added}, check=False)  # noqa: S603
     if done.returncode != 0:

@@ -23,6 +23,7 @@ from providers.pangolin.org import read_org
 from providers.pangolin.port_check import CONNECT_KEY
 from providers.pangolin.port_check_resource import PortCheck, PortCheckArgs
 from providers.port_allocation.resource import PortAllocation, PortAllocationArgs
+from providers.sdk_patches import patch_the_sdk
 from ssh_gateway.core.connect import ConnectGateway, Entry, PangolinEntry, StandaloneEnvoy, envoy_bootstrap_yaml
 from ssh_gateway.core.credentials import find_api_key
 from ssh_gateway.core.derived_names import check_derived_names
@@ -66,9 +67,6 @@ from .connect_ssh_instance import ConnectSshInstance, ConnectSshInstanceArgs
 from .firewall_rule import FirewallRuleArgs
 from .host_identity import HostIdentityArgs, Signing
 from .pangolin_tcp import PangolinTargetArgs
-from .sdk_debug import drop_sdk_debug_messages
-from .sdk_types import cache_resource_types
-from .sdk_wait import wait_for_outputs_together
 from .ssh_instance import SshInstance, SshInstanceArgs
 
 __all__ = ["build", "check_connect_port", "load_settings", "read_pangolin_org", "run"]
@@ -96,9 +94,7 @@ def _connect_plan(settings: Settings) -> _ConnectPlan | None:
 
 def run(*, project: str, stack: str) -> None:
     """The whole program: settings, the org's listing, every resource, the outputs exported."""
-    drop_sdk_debug_messages()
-    wait_for_outputs_together()
-    cache_resource_types()
+    patch_the_sdk()
     try:
         settings = load_settings()
         org = read_pangolin_org(settings)

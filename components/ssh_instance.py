@@ -16,6 +16,7 @@ import pulumi_kubernetes as k8s
 from pulumi.output import UNKNOWN
 
 from providers.pangolin import PangolinTcpResource
+from providers.sdk_patches import declaration_site_only
 from ssh_gateway.core.host_identity import ssh_config_identity_lines
 from ssh_gateway.core.names import (
     COMPONENT_TYPE,
@@ -28,7 +29,6 @@ from ssh_gateway.core.names import (
 from ssh_gateway.core.targets import ClusterIpTarget, NodePortTarget, StaticTarget, Target
 from ssh_gateway.core.trust import plain_line
 
-from .declaration_site import declaration_site_only
 from .firewall_rule import FirewallRuleArgs, nsg_rule
 from .host_identity import HostIdentityArgs, issue_host_identity
 from .kubernetes_objects import ssh_service

@@ -26,8 +26,7 @@ from noop import (  # type: ignore[import-not-found]
     NoopTable,
 )
 
-from components.declaration_site import declaration_site_only
-from providers.pickling import unwrap_batch_setitems
+from providers.sdk_patches import declaration_site_only, unwrap_batch_setitems
 from ssh_gateway.core.names import (
     COMPONENT_TYPE,
     HOST_KEY_ROOT_NAME,
@@ -51,7 +50,7 @@ SECRET = pulumi.ResourceOptions(additional_secret_outputs=["privateKey"])
 
 def bare() -> dict[str, object]:
     for index, name in enumerate(f"i{n:05d}" for n in range(count)):
-        # As the project's resources do: without it the N-th pickle nests N wrappers (providers/pickling.py).
+        # As the project's resources do: without it the N-th pickle nests N wrappers (providers/sdk_patches.py).
         unwrap_batch_setitems()
         NoopResource(Noop(), name, {"index": index, "port": None})
     return {}

@@ -13,7 +13,7 @@ from typing import Any, ClassVar, Final
 import pulumi
 import pulumi.dynamic
 
-from providers.pickling import unwrap_batch_setitems
+from providers.sdk_patches import unwrap_batch_setitems
 from ssh_gateway.core.names import HOST_CA_KIND, HOST_IDENTITY_MODULE, HOST_KEY_ROOT_KIND
 
 from .models import SECRET_OUTPUTS

@@ -9,7 +9,7 @@ from typing import Any
 import pulumi
 import pulumi.dynamic
 
-from providers.pickling import unwrap_batch_setitems
+from providers.sdk_patches import unwrap_batch_setitems
 from ssh_gateway.core.names import PANGOLIN_MODULE, PORT_CHECK_KIND
 
 from .port_check import PortCheckProvider

@@ -8,7 +8,7 @@ from typing import Any, Final
 import pulumi
 import pulumi.dynamic
 
-from providers.pickling import unwrap_batch_setitems
+from providers.sdk_patches import unwrap_batch_setitems
 from ssh_gateway.core.names import PANGOLIN_KIND, PANGOLIN_MODULE
 
 from .provider import PangolinTcpProvider

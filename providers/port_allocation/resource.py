@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import pulumi
 import pulumi.dynamic
 
-from providers.pickling import unwrap_batch_setitems
+from providers.sdk_patches import unwrap_batch_setitems
 from ssh_gateway.core.names import ALLOCATION_KIND, ALLOCATION_MODULE
 from ssh_gateway.core.org import Binding
 from ssh_gateway.core.ports import PortRange

@@ -1,12 +1,16 @@
 """Host identity of the instances' sshd: Ed25519 keys, OpenSSH host certificates and known_hosts lines.
 
-Every instance gets a host key of its own, generated once, and a host certificate signed by the stack's SSH
-host CA whose principals are every name a client dials. A laptop then trusts all of the stack's instances,
-today's and tomorrow's, with one `@cert-authority` line in known_hosts, and never sees a host-key prompt or a
-`REMOTE HOST IDENTIFICATION HAS CHANGED` again: ports may move, pods restart, Services be replaced.
+Every instance serves a host key of its own and a host certificate signed by the stack's SSH host CA whose
+principals are every name a client dials. Both are derived from the stack's secrets on every run, the same bytes
+each time (`derived_identity`); this module holds the formats they share with the tools that read them back. A
+laptop then trusts all of the stack's instances, today's and tomorrow's, with one `@cert-authority` line in
+known_hosts, and never sees a host-key prompt or a `REMOTE HOST IDENTIFICATION HAS CHANGED` again: ports may
+move, pods restart, Services be replaced. docs/host-identity.md maps the files that take a key from the config
+to the pod.
 
-The cryptography is the `cryptography` library's (Ed25519, OpenSSH key files, `SSHCertificateBuilder`), not
-hand-written curve arithmetic. Everything here is pure apart from drawing fresh keys; nothing knows Pulumi.
+The cryptography is the `cryptography` library's (Ed25519, OpenSSH key files), not hand-written curve
+arithmetic. Everything here is pure apart from drawing a fresh key (the CA's, drawn once per stack); nothing
+knows Pulumi.
 
 How OpenSSH's client checks a host, which the known_hosts patterns below are built around (ssh(1), sshd(8)
 "SSH_KNOWN_HOSTS FILE FORMAT", and `check_host_key` in openssh-portable's sshconnect.c):
@@ -62,7 +66,6 @@ __all__ = [
     "generate_key_pair",
     "host_patterns",
     "instance_host_pattern",
-    "key_pair_from_private_seed",
     "key_pair_from_seed",
     "normalize_principals",
     "openssh_private_key",
@@ -72,9 +75,7 @@ __all__ = [
     "private_seed",
     "public_key_of",
     "renewal_due",
-    "secret_data",
     "secret_files",
-    "sign_host_certificate",
     "ssh_config_identity_lines",
     "sshd_config_lines",
     "verify_host_certificate",
@@ -96,8 +97,7 @@ CLOCK_SKEW_SECONDS: Final = 300
 accepts it at once."""
 MAX_VALID_DAYS: Final = 3650
 
-_SECONDS_PER_DAY: Final = 86_400
-_MAX_SERIAL: Final = 2**64 - 1
+_MAX_UINT64: Final = 2**64 - 1  # a certificate's times are uint64
 # A DNS name or an IP address literal; no wildcards: a certificate names exactly the hosts it is for.
 _PRINCIPAL: Final = re.compile(r"[a-z0-9]([a-z0-9._:-]{0,251}[a-z0-9])?")
 _PATTERN: Final = re.compile(r"[a-z0-9*?._:\[\]-]{1,255}")
@@ -216,19 +216,6 @@ def private_seed(private_key: str, *, name: str = "private key") -> str:
     return base64.b64encode(seed).decode()
 
 
-def key_pair_from_private_seed(seed: str, *, name: str = "private key") -> KeyPair:
-    """The key pair of a `private_seed`, or a HostIdentityError naming `name` (never quoting the value)."""
-    try:
-        raw = base64.b64decode(seed, validate=True)
-    except (binascii.Error, ValueError):
-        raw = b""
-    if len(raw) != _SEED_BYTES:
-        raise HostIdentityError(
-            f"{name} is not a {_SEED_BYTES}-byte Ed25519 seed in base64 (value not shown, it is secret)"
-        )
-    return key_pair_from_seed(raw)
-
-
 def _load_public(public_key: str, name: str) -> Ed25519PublicKey:
     fields = public_key.split()
     if len(fields) < 2 or fields[0] != KEY_TYPE:
@@ -292,21 +279,11 @@ class Validity:
     valid_before: int
 
     def __post_init__(self) -> None:
-        if not 0 <= self.valid_after < self.valid_before <= _MAX_SERIAL:
+        if not 0 <= self.valid_after < self.valid_before <= _MAX_UINT64:
             raise HostIdentityError(
                 f"validity from {self.valid_after} to {self.valid_before} is empty or out of range: "
                 "valid_after must be before valid_before"
             )
-
-    @classmethod
-    def for_days(cls, days: int, *, now: int | None = None) -> Validity:
-        """`days` from now (minus `CLOCK_SKEW_SECONDS` at the start)."""
-        if isinstance(days, bool) or not isinstance(days, int) or not 1 <= days <= MAX_VALID_DAYS:
-            raise HostIdentityError(
-                f"validDays={days!r} is not allowed: expected a whole number from 1 to {MAX_VALID_DAYS}"
-            )
-        issued = int(time.time()) if now is None else now
-        return cls(valid_after=issued - CLOCK_SKEW_SECONDS, valid_before=issued + days * _SECONDS_PER_DAY)
 
 
 def renewal_due(valid_after: int, valid_before: int, *, now: int | None = None) -> bool:
@@ -314,40 +291,6 @@ def renewal_due(valid_after: int, valid_before: int, *, now: int | None = None) 
     stack that runs at least that often never serves an expired certificate."""
     current = int(time.time()) if now is None else now
     return current >= valid_before - (valid_before - valid_after) // 3
-
-
-def sign_host_certificate(
-    *,
-    ca_private_key: str,
-    host_public_key: str,
-    principals: Iterable[str],
-    key_id: str,
-    validity: Validity,
-    serial: int,
-) -> str:
-    """An OpenSSH host certificate for `host_public_key`, as the one line of a `-cert.pub` file.
-
-    `key_id` shows in the client's debug output and sshd's log; `serial` lets a revocation list name it.
-    """
-    ca = _load_private(ca_private_key, "caPrivateKey")
-    host = _load_public(host_public_key, "host public key")
-    names = normalize_principals(principals)
-    if not key_id or len(key_id) > 255 or not key_id.isprintable():
-        raise HostIdentityError(f"keyId={_shown(key_id)} is not allowed: expected 1 to 255 printable characters")
-    if isinstance(serial, bool) or not 0 <= serial <= _MAX_SERIAL:
-        raise HostIdentityError(f"serial={serial!r} is not allowed: expected a whole number from 0 to 2**64-1")
-    certificate = (
-        serialization.SSHCertificateBuilder()
-        .public_key(host)
-        .serial(serial)
-        .type(serialization.SSHCertificateType.HOST)
-        .key_id(key_id.encode())
-        .valid_principals([n.encode() for n in names])
-        .valid_after(validity.valid_after)
-        .valid_before(validity.valid_before)
-        .sign(ca)
-    )
-    return certificate.public_bytes().decode()
 
 
 @dataclass(frozen=True)
@@ -519,24 +462,10 @@ def ssh_config_identity_lines(*, known_hosts_file: str, host_key_alias: str | No
 # --- what the pod mounts -------------------------------------------------------------------------------------
 
 
-def secret_data(*, private_key: str, public_key: str, certificate: str) -> dict[str, str]:
-    """The data of an instance's Kubernetes Secret (file name -> content), checked to belong together."""
-    public = parse_public_key(public_key, name=HOST_PUBLIC_KEY_FILE)
-    if public_key_of(private_key, name=HOST_KEY_FILE) != public:
-        raise HostIdentityError(
-            f"{HOST_KEY_FILE} is not the private half of {HOST_PUBLIC_KEY_FILE} ({fingerprint(public)})"
-        )
-    certified = parse_host_certificate(certificate, name=HOST_CERTIFICATE_FILE).public_key
-    if certified != public:
-        raise HostIdentityError(
-            f"{HOST_CERTIFICATE_FILE} certifies {fingerprint(certified)}, not the host key {fingerprint(public)}"
-        )
-    return secret_files(private_key=private_key, public_key=public, certificate=certificate)
-
-
 def secret_files(*, private_key: str, public_key: str, certificate: str) -> dict[str, str]:
-    """`secret_data`'s layout without its checks, for files that belong together by construction (derived
-    together, `derived_identity`): the checks would parse and verify every instance's files on every run."""
+    """The data of an instance's Kubernetes Secret (file name -> content). Not checked to belong together: they
+    do by construction (derived together, `derived_identity`), and checks would parse and verify every
+    instance's files on every run."""
     return {
         HOST_KEY_FILE: private_key,
         HOST_PUBLIC_KEY_FILE: public_key + "\n",

@@ -33,6 +33,7 @@ from ssh_gateway.ops.doctor import diagnose, endpoints_from_outputs
 from ssh_gateway.ops.doctor.__main__ import main as doctor_main
 from ssh_gateway.ops.host_identity_files import stack_identity_files
 from ssh_gateway.plumbing.toolchain import REPO
+from tests.host_keys import sign_host_certificate, validity_for_days
 
 from .conftest import change_by_hand, stack_config
 from .local_ports import free_port, free_port_block
@@ -112,12 +113,12 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
             identities = {n: stack_identity_files(stack.name, n) for n in ("certified", "foreign-ca")}
             mount_secret(certified.mount_dir, identities["certified"])
             # The key of its own instance, certified for its names, but by a CA that is not the stack's.
-            stale = hi.sign_host_certificate(
+            stale = sign_host_certificate(
                 ca_private_key=hi.generate_key_pair().private_key,
                 host_public_key=identities["foreign-ca"][hi.HOST_PUBLIC_KEY_FILE].strip(),
                 principals=["127.0.0.1", "ssh-foreign-ca"],
                 key_id="another-stack/foreign-ca",
-                validity=hi.Validity.for_days(1),
+                validity=validity_for_days(1),
                 serial=1,
             )
             mount_secret(foreign.mount_dir, {**identities["foreign-ca"], hi.HOST_CERTIFICATE_FILE: stale + "\n"})

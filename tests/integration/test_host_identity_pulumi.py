@@ -21,6 +21,7 @@ from ssh_gateway.local.sshd import KeyPair as ClientKeys
 from ssh_gateway.local.sshd import ensure_client_keypair
 from ssh_gateway.local.sshd_identity import IdentitySshd, mount_secret
 from ssh_gateway.ops.automation import open_stack, remove_stack, state_file
+from tests.host_keys import checked_secret_files, key_pair_from_private_seed
 
 from .cli import pulumi
 from .local_ports import free_port
@@ -89,7 +90,7 @@ class Identities:
             for r in self.resources()
             if r["type"] in (CA_TYPE, ROOT_TYPE)
         }
-        keys["host-key-root"] = hi.key_pair_from_private_seed(keys["host-key-root"]).private_key
+        keys["host-key-root"] = key_pair_from_private_seed(keys["host-key-root"]).private_key
         return keys | {f"{name}-host-key": key for name, key in self.outputs()["privateKeys"].items()}
 
 
@@ -153,7 +154,7 @@ def serve_and_connect(tmp_path: Path, identities: Identities, instance: str) -> 
     only the stack's knownHosts output."""
     outputs = identities.outputs()
     host = outputs["hosts"][instance]
-    data = hi.secret_data(
+    data = checked_secret_files(
         private_key=outputs["privateKeys"][instance],
         public_key=host["publicKey"],
         certificate=host["certificate"],

@@ -17,6 +17,7 @@ from ssh_gateway.core.trust import plain_line
 from ssh_gateway.local.sshd import KeyPair as ClientKeys
 from ssh_gateway.local.sshd import ensure_client_keypair
 from ssh_gateway.local.sshd_identity import IdentitySshd, mount_secret
+from tests.host_keys import checked_secret_files, sign_host_certificate, validity_for_days
 
 from .local_ports import free_port
 from .strict_ssh import GREETING, strict_ssh
@@ -44,12 +45,12 @@ def client(tmp_path_factory: pytest.TempPathFactory) -> ClientKeys:
 
 
 def issue(ca: hi.KeyPair, host_key: hi.KeyPair, *, principals: list[str] | None = None, **validity: int) -> str:
-    return hi.sign_host_certificate(
+    return sign_host_certificate(
         ca_private_key=ca.private_key,
         host_public_key=host_key.public_key,
         principals=principals or [HOST, "ssh-gpu-alice"],
         key_id="test/gpu-alice",
-        validity=hi.Validity(**validity) if validity else hi.Validity.for_days(7),
+        validity=hi.Validity(**validity) if validity else validity_for_days(7),
         serial=1,
     )
 
@@ -63,7 +64,9 @@ def serve(tmp_path: Path, client: ClientKeys, host_key: hi.KeyPair) -> Iterator[
     started: list[IdentitySshd] = []
 
     def start(certificate: str, *, mode: int = 0o600) -> IdentitySshd:
-        data = hi.secret_data(private_key=host_key.private_key, public_key=host_key.public_key, certificate=certificate)
+        data = checked_secret_files(
+            private_key=host_key.private_key, public_key=host_key.public_key, certificate=certificate
+        )
         mount = mount_secret(tmp_path / f"secret-{len(started)}", data, mode=mode)
         sshd = IdentitySshd(
             tmp_path / f"sshd-{len(started)}", mount_dir=mount, port=free_port(), authorized_keys=[client.public_key]

@@ -33,6 +33,7 @@ from ssh_gateway.local.sshd import KeyPair as ClientKeys
 from ssh_gateway.local.sshd import ensure_client_keypair
 from ssh_gateway.local.sshd_identity import IdentitySshd, mount_secret
 from ssh_gateway.plumbing.toolchain import REPO
+from tests.host_keys import checked_secret_files, key_pair_from_private_seed
 
 from .cli import pulumi, run
 from .conftest import StackFactory, exported_resources, stack_config
@@ -99,7 +100,7 @@ class World:
         cas = [str(_revealed(r["outputs"]["privateKey"])) for r in self.resources(HOST_CA_TYPE).values()]
         # The root is a 32-byte seed: searched for as the key file of that seed, whose fragments are the seed's.
         roots = [
-            hi.key_pair_from_private_seed(str(_revealed(r["outputs"]["privateKey"]))).private_key
+            key_pair_from_private_seed(str(_revealed(r["outputs"]["privateKey"]))).private_key
             for r in self.resources(HOST_KEY_ROOT_TYPE).values()
         ]
         return cas + roots
@@ -195,7 +196,7 @@ def test_issued_identities_survive_and_nothing_leaks(
     # stack publishes (hostKeys); no resource per instance holds them (they are derived from the stack's root).
     world.private_keys.add(files[hi.HOST_KEY_FILE])
     assert (
-        hi.secret_data(
+        checked_secret_files(
             private_key=files[hi.HOST_KEY_FILE],
             public_key=files[hi.HOST_PUBLIC_KEY_FILE].strip(),
             certificate=files[hi.HOST_CERTIFICATE_FILE].strip(),

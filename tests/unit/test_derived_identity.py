@@ -14,6 +14,7 @@ import pytest
 
 from ssh_gateway.core import host_identity as hi
 from ssh_gateway.core.derived_identity import certificate_validity, derive_identity, derived_host_key, next_window_start
+from tests.host_keys import checked_secret_files, key_pair_from_private_seed
 
 pytestmark = pytest.mark.unit
 
@@ -65,7 +66,7 @@ def test_ssh_keygen_reads_the_key_and_the_certificate(tmp_path: Path) -> None:
 
 def test_the_certificate_verifies_as_a_client_checks_it() -> None:
     identity = _identity()
-    ca_public = hi.key_pair_from_private_seed(CA_SEED).public_key
+    ca_public = key_pair_from_private_seed(CA_SEED).public_key
     certificate = hi.verify_host_certificate(
         identity.certificate, ca_public_keys=[ca_public], principal="ssh-gpu-01.example.com", now=NOW
     )
@@ -73,7 +74,7 @@ def test_the_certificate_verifies_as_a_client_checks_it() -> None:
         "ssh-gpu-01",
         "ssh-gpu-01.example.com",
     )
-    assert hi.secret_data(
+    assert checked_secret_files(
         private_key=identity.private_key, public_key=identity.public_key, certificate=identity.certificate
     ) == hi.secret_files(
         private_key=identity.private_key, public_key=identity.public_key, certificate=identity.certificate
@@ -95,7 +96,7 @@ def test_what_the_certificate_is_made_of_re_issues_it() -> None:
     for change in ({"ca_seed": OTHER_CA_SEED}, {"principals": ("ssh-gpu-01",)}, {"key_id": "y"}, {"valid_days": 30}):
         assert _identity(**change).certificate != certificate, change
     assert hi.parse_host_certificate(_identity(ca_seed=OTHER_CA_SEED).certificate).ca_public_key == (
-        hi.key_pair_from_private_seed(OTHER_CA_SEED).public_key
+        key_pair_from_private_seed(OTHER_CA_SEED).public_key
     )
 
 
@@ -127,6 +128,11 @@ def test_bad_secrets_are_refused_without_showing_them() -> None:
         _identity(ca_seed="not base64!")
     with pytest.raises(hi.HostIdentityError, match="hostKeyGeneration=-1"):
         derived_host_key(ROOT, "gpu-01", -1)
+
+
+def test_a_bad_key_id_is_named() -> None:
+    with pytest.raises(hi.HostIdentityError, match="keyId='' is not allowed"):
+        _identity(key_id="")
 
 
 def test_the_next_window_starts_where_a_new_certificate_begins() -> None:

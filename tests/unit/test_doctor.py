@@ -26,6 +26,7 @@ from ssh_gateway.ops.doctor.checks import (
     judge_certificates,
 )
 from ssh_gateway.ops.doctor.connect import check_connect
+from tests.host_keys import sign_host_certificate, validity_for_days
 
 pytestmark = pytest.mark.unit
 
@@ -256,8 +257,8 @@ def served_key() -> hi.KeyPair:
 
 
 def certificate(ca: hi.KeyPair, key: hi.KeyPair, *, principals: tuple[str, ...] = ("ssh-gpu-01",), **when: int) -> str:
-    validity = hi.Validity(**when) if when else hi.Validity.for_days(30)
-    return hi.sign_host_certificate(
+    validity = hi.Validity(**when) if when else validity_for_days(30)
+    return sign_host_certificate(
         ca_private_key=ca.private_key,
         host_public_key=key.public_key,
         principals=principals,

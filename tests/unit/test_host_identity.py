@@ -18,6 +18,7 @@ import pytest
 
 from ssh_gateway.core import host_identity as hi
 from ssh_gateway.local.sshd import DEMO_HOST_KEY_SEED
+from tests.host_keys import key_pair_from_private_seed, sign_host_certificate, validity_for_days
 
 pytestmark = pytest.mark.unit
 
@@ -42,11 +43,11 @@ def _certificate(ca: hi.KeyPair, host: hi.KeyPair, **overrides: object) -> str:
         "host_public_key": host.public_key,
         "principals": ["ssh-gpu-alice.example.com", "ssh-gpu-alice"],
         "key_id": "ssh-gateway/dev/gpu-alice",
-        "validity": hi.Validity.for_days(30, now=NOW),
+        "validity": validity_for_days(30, now=NOW),
         "serial": 42,
     }
     args.update(overrides)
-    return hi.sign_host_certificate(**args)  # type: ignore[arg-type]
+    return sign_host_certificate(**args)  # type: ignore[arg-type]
 
 
 def _keygen(*args: str) -> str:
@@ -115,14 +116,7 @@ def test_seed_must_be_32_bytes() -> None:
 def test_private_seed_is_the_same_key_in_44_characters(host: hi.KeyPair) -> None:
     seed = hi.private_seed(host.private_key)
     assert len(seed) == 44 and len(host.private_key) > 300
-    assert hi.key_pair_from_private_seed(seed).public_key == host.public_key
-
-
-@pytest.mark.parametrize("bad", ["", "c2VlZA==", "not base64!", "é" * 44, base64.b64encode(bytes(33)).decode()])
-def test_bad_private_seeds_are_refused_without_showing_them(bad: str) -> None:
-    with pytest.raises(hi.HostIdentityError, match="caPrivateKey is not a 32-byte Ed25519 seed") as err:
-        hi.key_pair_from_private_seed(bad, name="caPrivateKey")
-    assert not bad or bad not in str(err.value)
+    assert key_pair_from_private_seed(seed).public_key == host.public_key
 
 
 def test_fingerprint_is_what_ssh_keygen_prints(tmp_path: Path, host: hi.KeyPair) -> None:
@@ -238,9 +232,9 @@ def test_a_tampered_certificate_is_refused(ca: hi.KeyPair, host: hi.KeyPair) -> 
         ("ssh-a.example.com", "must be a list of host names, got the string"),
     ],
 )
-def test_bad_principals_are_named(ca: hi.KeyPair, host: hi.KeyPair, principals: object, message: str) -> None:
+def test_bad_principals_are_named(principals: object, message: str) -> None:
     with pytest.raises(hi.HostIdentityError, match=message):
-        _certificate(ca, host, principals=principals)
+        hi.normalize_principals(principals)  # type: ignore[arg-type]
 
 
 def test_principals_are_sorted_unique_lowercase() -> None:
@@ -251,22 +245,9 @@ def test_principals_are_sorted_unique_lowercase() -> None:
     )
 
 
-@pytest.mark.parametrize("days", [0, 3651, True, 1.5])
-def test_validity_days_are_bounded(days: object) -> None:
-    with pytest.raises(hi.HostIdentityError, match=f"validDays={days!r} is not allowed: expected a whole number"):
-        hi.Validity.for_days(days)  # type: ignore[arg-type]
-
-
 def test_validity_must_not_be_empty() -> None:
     with pytest.raises(hi.HostIdentityError, match="valid_after must be before valid_before"):
         hi.Validity(valid_after=NOW, valid_before=NOW)
-
-
-def test_a_bad_key_id_or_serial_is_named(ca: hi.KeyPair, host: hi.KeyPair) -> None:
-    with pytest.raises(hi.HostIdentityError, match="keyId='' is not allowed"):
-        _certificate(ca, host, key_id="")
-    with pytest.raises(hi.HostIdentityError, match="serial=-1 is not allowed"):
-        _certificate(ca, host, serial=-1)
 
 
 def test_renewal_is_due_in_the_last_third() -> None:
@@ -332,23 +313,15 @@ def test_ssh_config_lines() -> None:
     )
 
 
-def test_secret_data_and_sshd_lines(ca: hi.KeyPair, host: hi.KeyPair) -> None:
+def test_secret_files_and_sshd_lines(ca: hi.KeyPair, host: hi.KeyPair) -> None:
     certificate = _certificate(ca, host)
-    data = hi.secret_data(private_key=host.private_key, public_key=host.public_key, certificate=certificate)
+    data = hi.secret_files(private_key=host.private_key, public_key=host.public_key, certificate=certificate)
     assert tuple(data) == hi.SECRET_KEYS
     assert data[hi.HOST_KEY_FILE] == host.private_key
     assert hi.sshd_config_lines() == [
         "HostKey /etc/ssh/gateway/ssh_host_ed25519_key",
         "HostCertificate /etc/ssh/gateway/ssh_host_ed25519_key-cert.pub",
     ]
-
-
-def test_secret_data_refuses_parts_that_do_not_belong_together(ca: hi.KeyPair, host: hi.KeyPair) -> None:
-    other = hi.generate_key_pair()
-    with pytest.raises(hi.HostIdentityError, match="ssh_host_ed25519_key is not the private half"):
-        hi.secret_data(private_key=other.private_key, public_key=host.public_key, certificate=_certificate(ca, host))
-    with pytest.raises(hi.HostIdentityError, match=re.escape(f"certifies {other.fingerprint}, not the host key")):
-        hi.secret_data(private_key=host.private_key, public_key=host.public_key, certificate=_certificate(ca, other))
 
 
 def test_the_demo_seed_still_gives_the_key_it_always_gave() -> None:

@@ -14,6 +14,7 @@ from ssh_gateway.core import host_identity as hi
 from ssh_gateway.core.names import HOST_CA_TYPE, HOST_KEY_ROOT_TYPE
 from ssh_gateway.core.settings import parse_settings
 from ssh_gateway.ops.host_identity_files import HostIdentityFilesError, InstanceRefused, identity_files, write_files
+from tests.host_keys import checked_secret_files
 
 pytestmark = pytest.mark.unit
 
@@ -64,7 +65,9 @@ def test_the_files_belong_together_and_carry_the_certificate_the_settings_say(st
     assert sorted(files) == sorted(hi.SECRET_KEYS)
     public = files[hi.HOST_PUBLIC_KEY_FILE].strip()
     certificate = files[hi.HOST_CERTIFICATE_FILE].strip()
-    assert hi.secret_data(private_key=files[hi.HOST_KEY_FILE], public_key=public, certificate=certificate) == files
+    assert (
+        checked_secret_files(private_key=files[hi.HOST_KEY_FILE], public_key=public, certificate=certificate) == files
+    )
     verified = hi.verify_host_certificate(
         certificate, ca_public_keys=[state["ca"]["publicKey"]], principal="ssh-vm-01.example.com", now=NOW
     )

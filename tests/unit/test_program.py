@@ -22,6 +22,7 @@ from ssh_gateway.core.names import (
 from ssh_gateway.core.org import OrgView
 from ssh_gateway.core.settings import parse_settings
 from ssh_gateway.ops.host_identity_files import InstanceRefused, identity_files
+from tests.host_keys import checked_secret_files
 from tests.mocks import revealed
 
 from .conftest import ASSIGNED_NODE_PORT, RecordingMocks
@@ -222,7 +223,7 @@ def test_each_instance_gets_a_certified_key_and_service_targets_a_secret(mocks: 
     public = files[hi.HOST_PUBLIC_KEY_FILE].strip()
     assert hi.public_key_of(files[hi.HOST_KEY_FILE]) == public == gpu01.public_key
     assert (
-        hi.secret_data(
+        checked_secret_files(
             private_key=files[hi.HOST_KEY_FILE], public_key=public, certificate=files[hi.HOST_CERTIFICATE_FILE].strip()
         )
         == files

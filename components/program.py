@@ -40,7 +40,16 @@ from ssh_gateway.core.names import (
     public_host,
 )
 from ssh_gateway.core.org import OrgView
-from ssh_gateway.core.outputs import Routing
+from ssh_gateway.core.outputs import (
+    connect_endpoint,
+    connect_output,
+    envoy_gateway_output,
+    gateway_output,
+    host_ca_entry,
+    istio_gateway_output,
+    port_endpoint,
+    stack_outputs,
+)
 from ssh_gateway.core.ports import PortRange
 from ssh_gateway.core.settings import (
     Connect,
@@ -153,7 +162,7 @@ def check_connect_port(settings: Settings, org: OrgView, *, project: str, stack:
         )
 
 
-def build(settings: Settings, *, org: OrgView, project: str, stack: str) -> dict[str, pulumi.Input[object]]:
+def build(settings: Settings, *, org: OrgView, project: str, stack: str) -> dict[str, object]:
     """Registers the allocation, every instance, the CONNECT entry and their providers; returns the outputs."""
     for warning in settings.warnings():
         pulumi.log.warn(warning)
@@ -188,7 +197,8 @@ def build(settings: Settings, *, org: OrgView, project: str, stack: str) -> dict
             for inst in port_mode
         }
     endpoints: dict[str, object] = {name: _port_endpoint(i) for name, i in by_port.items()}
-    outputs: dict[str, pulumi.Input[object]] = {}
+    connect: dict[str, object] | None = None
+    envoy_config: str | None = None
     by_connect: dict[str, ConnectSshInstance] = {}
     entries: list[ConnectEntry] = []
     plan = _connect_plan(settings)
@@ -205,12 +215,12 @@ def build(settings: Settings, *, org: OrgView, project: str, stack: str) -> dict
             if isinstance(inst, ConnectModeInstance)
         }
         endpoints.update({name: _connect_endpoint(i, entry) for name, i in by_connect.items()})
-        outputs["connect"] = _connect_output(plan.settings, entry)
+        connect = _connect_output(plan.settings, entry)
         gateway = plan.gateway
         if isinstance(gateway, StandaloneEnvoy) and by_connect:
             # The operator's Envoy runs exactly this (README, CONNECT routing): `envoy --config-yaml "$(pulumi stack
             # output envoyConfig)"`. Pure config from the settings, so a preview shows it too.
-            outputs["envoyConfig"] = envoy_bootstrap_yaml(gateway, settings.envoy_routes())
+            envoy_config = envoy_bootstrap_yaml(gateway, settings.envoy_routes())
     # The settings order, whatever the routing (the settings refuse connect-mode instances without `connect`).
     instances: dict[str, SshInstance | ConnectSshInstance] = {
         i.name: by_port.get(i.name) or by_connect[i.name] for i in settings.instances
@@ -235,21 +245,23 @@ def build(settings: Settings, *, org: OrgView, project: str, stack: str) -> dict
             ]
         ),
     )
-    return {
-        "endpoints": {i.name: endpoints[i.name] for i in settings.instances},
-        "pangolin": {"url": settings.pangolin.url, "orgId": settings.pangolin.org_id},
-        "sshConfig": pulumi.Output.all(*[i.ssh_config for i in instances.values()]).apply("\n".join),
-        "knownHosts": _known_hosts(settings, authorities, instances, stack=stack),
+    return stack_outputs(
+        endpoints={i.name: endpoints[i.name] for i in settings.instances},
+        pangolin_url=settings.pangolin.url,
+        pangolin_org_id=settings.pangolin.org_id,
+        ssh_config=pulumi.Output.all(*[i.ssh_config for i in instances.values()]).apply("\n".join),
+        known_hosts=_known_hosts(settings, authorities, instances, stack=stack),
         # A dict of Outputs, not one `Output.all`: that would wrap every line in two more Outputs, and each
         # pending Output costs the SDK's wait loop a callback per resource that completes (quadratic in N).
-        "hostKeys": {i.name: instances[i.name].host_key_line for i in settings.instances if _has_host_key(settings, i)},
-        "hostCa": _host_ca(settings, authorities),
-        "allocations": allocated,
-        "releasedPorts": allocation.released if allocation is not None else [],
-        "portRange": str(port_range) if port_range is not None else None,
-        "gateway": _gateway_output(settings, plan, publish_range=bool(port_mode) or settings.connect is None),
-        **outputs,
-    }
+        host_keys={i.name: instances[i.name].host_key_line for i in settings.instances if _has_host_key(settings, i)},
+        host_ca=_host_ca(settings, authorities),
+        allocations=allocated,
+        released_ports=allocation.released if allocation is not None else [],
+        port_range=port_range,
+        gateway=_gateway_output(settings, plan, publish_range=bool(port_mode) or settings.connect is None),
+        connect=connect,
+        envoy_config=envoy_config,
+    )
 
 
 def _checked_connect_port(plan: _ConnectPlan | None) -> dict[str, int]:
@@ -258,73 +270,66 @@ def _checked_connect_port(plan: _ConnectPlan | None) -> dict[str, int]:
     return {CONNECT_KEY: entry.port} if isinstance(entry, PangolinEntry) else {}
 
 
-def _port_endpoint(inst: SshInstance) -> dict[str, pulumi.Input[object]]:
-    """A port-mode instance's `endpoints` entry: its own public host and port."""
-    return {
-        "routing": Routing.PORT.value,
-        "host": inst.host,
-        "port": inst.port,
-        "user": inst.user,
-        "ssh": inst.ssh_command,
-        "pangolinResourceId": inst.pangolin_resource_id,
-    }
+def _port_endpoint(inst: SshInstance) -> dict[str, object]:
+    return port_endpoint(
+        host=inst.host,
+        port=inst.port,
+        user=inst.user,
+        ssh=inst.ssh_command,
+        pangolin_resource_id=inst.pangolin_resource_id,
+    )
 
 
-def _connect_endpoint(inst: ConnectSshInstance, entry: ConnectEntry) -> dict[str, pulumi.Input[object]]:
-    """A connect-mode instance's `endpoints` entry: the shared CONNECT entry and the instance's authority."""
-    return {
-        "routing": Routing.CONNECT.value,
-        "host": entry.host,
-        "port": entry.port,
-        "authority": inst.authority,
-        "route": inst.route,
-        "user": inst.user,
-        "ssh": inst.ssh_command,
-        "pangolinResourceId": entry.pangolin_resource_id,
-    }
+def _connect_endpoint(inst: ConnectSshInstance, entry: ConnectEntry) -> dict[str, object]:
+    return connect_endpoint(
+        host=entry.host,
+        port=entry.port,
+        authority=inst.authority,
+        route=inst.route,
+        user=inst.user,
+        ssh=inst.ssh_command,
+        pangolin_resource_id=entry.pangolin_resource_id,
+    )
 
 
 def _gateway_output(settings: Settings, plan: _ConnectPlan | None, *, publish_range: bool) -> dict[str, object]:
     """What the gateway host must publish; Pangolin creates neither (docs/pangolin-api.md §2.4). The range only
     when some instance has a port of its own (or the stack has no CONNECT entry); the CONNECT port, one for every
     connect-mode instance, when it goes through Pangolin."""
-    published = settings.published_range
-    out: dict[str, object] = {}
-    entry_points: dict[str, dict[str, str]] = {}
-    if publish_range and published is not None:
-        out["gerbilPublishedPorts"] = f"{published}:{published}/tcp"
-        entry_points.update({f"tcp-{port}": {"address": f":{port}/tcp"} for port in published})
     entry = plan.entry if plan is not None else None
-    if isinstance(entry, PangolinEntry):
-        out["gerbilConnectPort"] = f"{entry.port}:{entry.port}/tcp"
-        entry_points[f"tcp-{entry.port}"] = {"address": f":{entry.port}/tcp"}
-    out["traefikEntryPoints"] = entry_points
-    return out
+    return gateway_output(
+        published=settings.published_range if publish_range else None,
+        connect_port=entry.port if isinstance(entry, PangolinEntry) else None,
+    )
 
 
-def _connect_output(connect: Connect, entry: ConnectEntry) -> dict[str, pulumi.Input[object]]:
+def _connect_output(connect: Connect, entry: ConnectEntry) -> dict[str, object]:
     """The stack's CONNECT entry, for the doctor and for people: how it is reached and which gateway it is."""
     gateway = connect.gateway
-    described: dict[str, object] = {"kind": gateway.kind, "listenerPort": gateway.listener_port}
     if isinstance(gateway, EnvoyGatewaySettings):
-        described.update(targetHost=gateway.target_host, servicePort=gateway.service_port or gateway.listener_port)
-    else:
-        described.update(
-            namespace=gateway.namespace,
-            selector=dict(gateway.selector),
-            service=gateway.service,
-            servicePort=gateway.service_port,
-            createGateway=gateway.create_gateway,
+        described = envoy_gateway_output(
+            listener_port=gateway.listener_port,
+            target_host=gateway.target_host,
+            service_port=gateway.service_port or gateway.listener_port,
         )
-    return {
-        "via": connect.public.via,
-        "host": entry.host,
-        "port": entry.port,
-        "pangolinResourceId": entry.pangolin_resource_id,
-        "acceptHttp10": connect.accept_http10,
-        "serverAliveInterval": connect.server_alive_interval,
-        "gateway": described,
-    }
+    else:
+        described = istio_gateway_output(
+            listener_port=gateway.listener_port,
+            namespace=gateway.namespace,
+            selector=gateway.selector,
+            service=gateway.service,
+            service_port=gateway.service_port,
+            create_gateway=gateway.create_gateway,
+        )
+    return connect_output(
+        via=connect.public.via,
+        host=entry.host,
+        port=entry.port,
+        pangolin_resource_id=entry.pangolin_resource_id,
+        accept_http10=connect.accept_http10,
+        server_alive_interval=connect.server_alive_interval,
+        gateway=described,
+    )
 
 
 def _pangolin_args(settings: Settings, org: OrgView, name: str) -> PangolinTargetArgs:
@@ -468,12 +473,12 @@ def _host_identity_args(
     return HostIdentityArgs(issued=issued, signing=signing, secret=settings.delivers_secret(inst))
 
 
-def _host_ca(settings: Settings, authorities: dict[int, SshHostCa]) -> list[dict[str, pulumi.Input[object]]]:
+def _host_ca(settings: Settings, authorities: dict[int, SshHostCa]) -> list[object]:
     """The published CAs: generation, public key, fingerprint, and whether it is the one that signs."""
     identity = settings.host_identity
     signer = identity.ca.signer if isinstance(identity, HostIdentityOn) else None
     return [
-        {"generation": g, "publicKey": ca.public_key, "fingerprint": ca.fingerprint, "signing": g == signer}
+        host_ca_entry(generation=g, public_key=ca.public_key, fingerprint=ca.fingerprint, signing=g == signer)
         for g, ca in authorities.items()
     ]
 

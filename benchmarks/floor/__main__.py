@@ -37,6 +37,8 @@ from ssh_gateway.core.names import (
     public_host,
     ssh_alias,
 )
+from ssh_gateway.core.outputs import gateway_output, host_ca_entry, port_endpoint, stack_outputs
+from ssh_gateway.core.ports import PortRange
 
 config = pulumi.Config()
 count = config.require_int("count")
@@ -132,33 +134,25 @@ def graph() -> dict[str, object]:
         pulumi.ResourceOptions(depends_on=[i.pangolin for i in instances.values()]),
     )
     patterns = f"{public_host(template, '*')},[{public_host(template, '*')}]:*"
-    return {
-        "endpoints": {
-            n: {
-                "routing": "port",
-                "host": i.host,
-                "port": i.port,
-                "user": "root",
-                "ssh": i.ssh,
-                "pangolinResourceId": i.resource_id,
-            }
+    port_range = PortRange(start=first, end=last)
+    return stack_outputs(
+        endpoints={
+            n: port_endpoint(host=i.host, port=i.port, user="root", ssh=i.ssh, pangolin_resource_id=i.resource_id)
             for n, i in instances.items()
         },
-        "pangolin": {"url": API_URL, "orgId": ORG_ID},
-        "sshConfig": pulumi.Output.all(*[i.ssh_config for i in instances.values()]).apply("\n".join),
-        "knownHosts": ca.publicKey.apply(
+        pangolin_url=API_URL,
+        pangolin_org_id=ORG_ID,
+        ssh_config=pulumi.Output.all(*[i.ssh_config for i in instances.values()]).apply("\n".join),
+        known_hosts=ca.publicKey.apply(
             lambda public: f"@cert-authority {patterns} {public} ssh-gateway host CA g1 (stack {pulumi.get_stack()})"
         ),
-        "hostKeys": {n: i.host_key_line for n, i in instances.items()},
-        "hostCa": [{"generation": 1, "publicKey": ca.publicKey, "fingerprint": ca.fingerprint, "signing": True}],
-        "allocations": table.ports,
-        "releasedPorts": table.released,
-        "portRange": f"{first}-{last}",
-        "gateway": {
-            "gerbilPublishedPorts": f"{first}-{last}:{first}-{last}/tcp",
-            "traefikEntryPoints": {f"tcp-{p}": {"address": f":{p}/tcp"} for p in range(first, last + 1)},
-        },
-    }
+        host_keys={n: i.host_key_line for n, i in instances.items()},
+        host_ca=[host_ca_entry(generation=1, public_key=ca.publicKey, fingerprint=ca.fingerprint, signing=True)],
+        allocations=table.ports,
+        released_ports=table.released,
+        port_range=port_range,
+        gateway=gateway_output(published=port_range, connect_port=None),
+    )
 
 
 if shape not in ("bare", "graph"):

@@ -6,6 +6,7 @@ pack - in one way only: `instance_of(urn)`, from the URN's type chain and the ch
 
 from __future__ import annotations
 
+import re
 from enum import StrEnum
 from typing import Final
 
@@ -45,6 +46,8 @@ __all__ = [
     "child_name",
     "connect_resource_name",
     "entry_of",
+    "entry_point_name",
+    "entry_point_port",
     "host_ca_name",
     "host_key_secret_name",
     "instance_of",
@@ -183,6 +186,21 @@ def service_name(instance: str) -> str:
 def public_host(template: str, instance: str) -> str:
     """The public name users ssh to, from `gateway.hostTemplate`."""
     return template.replace(INSTANCE_PLACEHOLDER, instance)
+
+
+_ENTRY_POINT: Final = re.compile(r"tcp-(\d{1,5})")
+
+
+def entry_point_name(port: int) -> str:
+    """The Traefik entry point of a public port, `tcp-<port>`: the name Pangolin's routers give it, which only
+    Traefik's static configuration can create."""
+    return f"tcp-{port}"
+
+
+def entry_point_port(name: str) -> int | None:
+    """The port of an entry point named by `entry_point_name`, else None."""
+    found = _ENTRY_POINT.fullmatch(name)
+    return int(found[1]) if found else None
 
 
 def host_key_secret_name(instance: str) -> str:

@@ -344,7 +344,7 @@ def _ambient_outputs(stack: str) -> str:
 
 
 def _run_ssh_config(args: argparse.Namespace) -> int:
-    from ssh_gateway.core.outputs import read_outputs
+    from ssh_gateway.core.outputs import parse_stack_outputs
 
     from . import ssh_config
 
@@ -363,7 +363,7 @@ def _run_ssh_config(args: argparse.Namespace) -> int:
             _say_error(f"cannot read the outputs of stack {stack}: {exc}")
             return CANNOT_RUN
         try:
-            read = read_outputs(outputs)
+            read = parse_stack_outputs(outputs)
         except (KeyError, TypeError, ValueError) as exc:
             _say_error(f"cannot read the outputs of stack {stack}: not the outputs ssh-gateway writes ({exc!r})")
             return CANNOT_RUN

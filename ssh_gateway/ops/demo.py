@@ -47,7 +47,7 @@ from pulumi import automation as auto
 from pangolin_emulator.harness import DetachedEmulator, EmulatorError
 from ssh_gateway.core.credentials import find_api_key
 from ssh_gateway.core.host_identity import HOST_CERTIFICATE_FILE, SECRET_KEYS, fingerprint, parse_host_certificate
-from ssh_gateway.core.outputs import EndpointOutput, Routing, read_outputs
+from ssh_gateway.core.outputs import EndpointOutput, Routing, parse_stack_outputs
 from ssh_gateway.core.settings import (
     ConnectModeInstance,
     DirectPublic,
@@ -318,7 +318,7 @@ def _start_traefik(machine: Machine, outputs: dict[str, Any]) -> None:
             say("    stopped the one an earlier --keep run left (its entry points may be stale)")
         gateway.start(detach=True)
         machine.started.append(gateway.stop)
-        wanted = {f"tcp-{ep.port}" for ep in read_outputs(outputs).endpoints.values()}
+        wanted = {f"tcp-{ep.port}" for ep in parse_stack_outputs(outputs).endpoints.values()}
         routers = gateway.wait_for_routers(lambda held: wanted <= {e for r in held for e in r["entryPoints"]})
         say(
             f"    started Traefik {gateway.version()} (pid {gateway.running_pid()}, log {_rel(gateway.log_file)}): "
@@ -374,7 +374,7 @@ def _ssh(config: Path, instance: str, alias: str, where: str) -> Answer:
 
 
 def _ssh_all(outputs: dict[str, Any], config: Path) -> list[Answer]:
-    endpoints = read_outputs(outputs).endpoints
+    endpoints = parse_stack_outputs(outputs).endpoints
     with ThreadPoolExecutor(max_workers=8) as pool:
         futures = [pool.submit(_ssh, config, name, f"ssh-{name}", _path(ep)) for name, ep in endpoints.items()]
         return [f.result() for f in futures]
@@ -388,7 +388,7 @@ def _path(endpoint: EndpointOutput) -> str:
 
 def _print_endpoints(outputs: dict[str, Any]) -> None:
     rows = [("INSTANCE", "ENDPOINT", "ROUTING", "USER", "PANGOLIN RESOURCE", "SSH")]
-    for name, ep in read_outputs(outputs).endpoints.items():
+    for name, ep in parse_stack_outputs(outputs).endpoints.items():
         rows.append((name, _path(ep), ep.routing.value, ep.user, str(ep.pangolin_resource_id), ep.ssh))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for row in rows:
@@ -400,7 +400,7 @@ def _diagnose_failures(stack: auto.Stack, outputs: dict[str, Any], api_key: str,
     endpoints = endpoints_from_outputs(outputs, project=stack.workspace.project_settings().name, stack=stack.name)
     reports = diagnose(
         [ep for ep in endpoints if ep.instance in failed],
-        api_url=read_outputs(outputs).pangolin_url or "",
+        api_url=parse_stack_outputs(outputs).pangolin_url or "",
         api_key=api_key,
         timeout=3.0,
     )

@@ -23,7 +23,7 @@ from ssh_gateway.core.names import (
     SERVICE_TYPE,
 )
 from ssh_gateway.core.org import Binding, OrgView
-from ssh_gateway.core.outputs import GatewayKind, Routing, Via, read_outputs
+from ssh_gateway.core.outputs import GatewayKind, Routing, Via, parse_stack_outputs
 from ssh_gateway.core.settings import translate
 
 from .conftest import RecordingMocks
@@ -184,7 +184,7 @@ def test_outputs_say_the_routing_and_give_the_connect_ssh_config(mocks: Recordin
         },
     }
     # The contract the tools read them through (ssh_gateway/core/outputs.py) reads them back typed.
-    read = read_outputs(out)
+    read = parse_stack_outputs(out)
     assert [ep.routing for ep in read.endpoints.values()] == [Routing.PORT, Routing.CONNECT, Routing.CONNECT]
     assert read.endpoints["gpu-c1"].authority == "ssh-gpu-c1.gpu.svc.cluster.local"
     assert read.endpoints["gpu-c1"].pangolin_resource_id == 7

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from pulumi import automation as auto
 
 from ssh_gateway.core.credentials import find_api_key
-from ssh_gateway.core.outputs import read_outputs
+from ssh_gateway.core.outputs import parse_stack_outputs
 from ssh_gateway.ops.automation import workspace_options
 from ssh_gateway.plumbing.toolchain import REPO, ToolchainMissing
 
@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"doctor: stack {args.stack!r} has no instance {', '.join(unknown)}", file=sys.stderr)
             return 2
         endpoints = [ep for ep in endpoints if ep.instance in args.instance]
-    api_url = read_outputs(outputs).pangolin_url or ""
+    api_url = parse_stack_outputs(outputs).pangolin_url or ""
     reports = diagnose(endpoints, api_url=api_url, api_key=_api_key(stack), timeout=args.timeout)
     gateway = None
     if args.traefik_api:

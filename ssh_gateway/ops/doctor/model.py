@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ssh_gateway.core.names import connect_resource_name, pangolin_resource_name, ssh_alias
-from ssh_gateway.core.outputs import DEFAULT_GATEWAY_KIND, DEFAULT_VIA, GatewayKind, Routing, Via, read_outputs
+from ssh_gateway.core.outputs import DEFAULT_GATEWAY_KIND, DEFAULT_VIA, GatewayKind, Routing, Via, parse_stack_outputs
 from ssh_gateway.core.trust import lookup_key, parse_known_hosts
 
 __all__ = ["LAYERS", "Check", "Endpoint", "InstanceReport", "Status", "endpoints_from_outputs", "host_key_aliases"]
@@ -130,7 +130,7 @@ def endpoints_from_outputs(outputs: Mapping[str, Any], *, project: str, stack: s
     Each one's pinned key and trusted CAs are the `knownHosts` lines that ssh, using the instance's ssh config
     block, would look up for it.
     """
-    read = read_outputs(outputs)
+    read = parse_stack_outputs(outputs)
     known_hosts = parse_known_hosts(read.known_hosts)
     aliases = host_key_aliases(read.ssh_config)
     endpoints = []

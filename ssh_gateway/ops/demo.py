@@ -47,7 +47,8 @@ from pulumi import automation as auto
 from pangolin_emulator.harness import DetachedEmulator, EmulatorError
 from ssh_gateway.core.credentials import find_api_key
 from ssh_gateway.core.host_identity import HOST_CERTIFICATE_FILE, SECRET_KEYS, fingerprint, parse_host_certificate
-from ssh_gateway.core.outputs import EndpointOutput, Routing, parse_stack_outputs
+from ssh_gateway.core.names import entry_point_name
+from ssh_gateway.core.outputs import EndpointOutput, Routing, StackOutputs, parse_stack_outputs
 from ssh_gateway.core.settings import (
     ConnectModeInstance,
     DirectPublic,
@@ -281,7 +282,7 @@ def _print_resource_steps(event: auto.EngineEvent) -> None:
     say(f"    {pre.metadata.op.value:<8} {pre.metadata.type} {name}")
 
 
-def _write_ssh_files(outputs: dict[str, Any], state: Path, keys: KeyPair) -> Path:
+def _write_ssh_files(outputs: StackOutputs, state: Path, keys: KeyPair) -> Path:
     """`ssh_config` = the demo's key and known_hosts, then the program's `sshConfig` output, for `ssh -F`.
 
     The known_hosts is the stack's `knownHosts` output and nothing else: the CA line (plus a plain line per
@@ -289,7 +290,7 @@ def _write_ssh_files(outputs: dict[str, Any], state: Path, keys: KeyPair) -> Pat
     stands in for the blocks' `UserKnownHostsFile ~/.ssh/known_hosts.d/...`, so the demo never writes to ~/.ssh.
     """
     known_hosts = state / "known_hosts"
-    lines = str(outputs.get("knownHosts") or "")
+    lines = outputs.known_hosts
     known_hosts.write_text(lines.strip() + "\n" if lines.strip() else "")
     config = state / "ssh_config"
     config.write_text(
@@ -301,24 +302,24 @@ def _write_ssh_files(outputs: dict[str, Any], state: Path, keys: KeyPair) -> Pat
         + "    GlobalKnownHostsFile /dev/null\n"
         + "    StrictHostKeyChecking yes\n"
         + "    UpdateHostKeys no\n\n"
-        + str(outputs["sshConfig"]).rstrip("\n")
+        + outputs.ssh_config.rstrip("\n")
         + "\n"
     )
     return config
 
 
-def _start_traefik(machine: Machine, outputs: dict[str, Any]) -> None:
+def _start_traefik(machine: Machine, outputs: StackOutputs) -> None:
     """(Re)starts Traefik as the gateway host runs it: the stack's entry points (Traefik reads them only at start-up,
     so a kept one may lack new ports) and the emulator's HTTP provider; waits until it holds a router on every
     endpoint's entry point, and prints what it loaded."""
-    entry_points = dict(outputs.get("gateway", {}).get("traefikEntryPoints") or {})
+    entry_points = dict(outputs.gateway.traefik_entry_points) if outputs.gateway is not None else {}
     gateway = traefik.TraefikProcess(machine.traefik_dir, entry_points, machine.emulator.traefik_config_url)
     with step(f"Traefik on the stack's {len(entry_points)} entry points (output gateway.traefikEntryPoints)"):
         if traefik.stop_detached(machine.traefik_dir):
             say("    stopped the one an earlier --keep run left (its entry points may be stale)")
         gateway.start(detach=True)
         machine.started.append(gateway.stop)
-        wanted = {f"tcp-{ep.port}" for ep in parse_stack_outputs(outputs).endpoints.values()}
+        wanted = {entry_point_name(ep.port) for ep in outputs.endpoints.values()}
         routers = gateway.wait_for_routers(lambda held: wanted <= {e for r in held for e in r["entryPoints"]})
         say(
             f"    started Traefik {gateway.version()} (pid {gateway.running_pid()}, log {_rel(gateway.log_file)}): "
@@ -329,11 +330,11 @@ def _start_traefik(machine: Machine, outputs: dict[str, Any]) -> None:
             say(f"      {router['name']} on {on}: {router['rule']} -> {router['service']}")
 
 
-def _start_gateway(machine: Machine, outputs: dict[str, Any]) -> None:
+def _start_gateway(machine: Machine, outputs: StackOutputs) -> None:
     """(Re)starts the standalone Envoy from the stack's `envoyConfig` output, as an operator runs it."""
     if machine.gateway is None or machine.envoy_dir is None:
         return
-    config = str(outputs.get("envoyConfig") or "")
+    config = outputs.envoy_config
     envoy = StandaloneEnvoyProcess(machine.envoy_dir, port=machine.gateway.listener_port, config=config)
     with step(f"Envoy, the stack's CONNECT gateway, on 127.0.0.1:{envoy.port} (the envoyConfig output)"):
         if stop_detached(machine.envoy_dir):
@@ -373,8 +374,8 @@ def _ssh(config: Path, instance: str, alias: str, where: str) -> Answer:
     return Answer(instance, True, result.stdout.strip())
 
 
-def _ssh_all(outputs: dict[str, Any], config: Path) -> list[Answer]:
-    endpoints = parse_stack_outputs(outputs).endpoints
+def _ssh_all(outputs: StackOutputs, config: Path) -> list[Answer]:
+    endpoints = outputs.endpoints
     with ThreadPoolExecutor(max_workers=8) as pool:
         futures = [pool.submit(_ssh, config, name, f"ssh-{name}", _path(ep)) for name, ep in endpoints.items()]
         return [f.result() for f in futures]
@@ -386,9 +387,9 @@ def _path(endpoint: EndpointOutput) -> str:
     return f"CONNECT {endpoint.authority} via {where}" if endpoint.routing is Routing.CONNECT else where
 
 
-def _print_endpoints(outputs: dict[str, Any]) -> None:
+def _print_endpoints(outputs: StackOutputs) -> None:
     rows = [("INSTANCE", "ENDPOINT", "ROUTING", "USER", "PANGOLIN RESOURCE", "SSH")]
-    for name, ep in parse_stack_outputs(outputs).endpoints.items():
+    for name, ep in outputs.endpoints.items():
         rows.append((name, _path(ep), ep.routing.value, ep.user, str(ep.pangolin_resource_id), ep.ssh))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for row in rows:
@@ -431,12 +432,13 @@ def up(stack_name: str, state: Path, *, keep: bool) -> int:
             changes = {k: v for k, v in (result.summary.resource_changes or {}).items() if k != "same"}
             say(f"    {'changes: ' + str(changes) if changes else 'no changes'}")
         outputs = {key: value.value for key, value in result.outputs.items()}
+        read = parse_stack_outputs(outputs)
         _start_sshds(machine, stack_name)
-        _start_traefik(machine, outputs)
-        _start_gateway(machine, outputs)
-        config = _write_ssh_files(outputs, state, keys)
+        _start_traefik(machine, read)
+        _start_gateway(machine, read)
+        config = _write_ssh_files(read, state, keys)
         with step("ssh through every instance's public port (BatchMode, StrictHostKeyChecking yes, the CA line)"):
-            answers = _ssh_all(outputs, config)
+            answers = _ssh_all(read, config)
             for answer in answers:
                 say(f"    {answer.instance}: {answer.text}" if answer.ok else f"!!! {answer.instance}: {answer.text}")
         failed = {a.instance for a in answers if not a.ok}
@@ -444,17 +446,17 @@ def up(stack_name: str, state: Path, *, keep: bool) -> int:
             with step("doctor: which layer is broken"):
                 _diagnose_failures(stack, outputs, api_key, failed)
         say("==> endpoints")
-        _print_endpoints(outputs)
+        _print_endpoints(read)
         say(f"==> ~/.ssh/config blocks (in {_rel(config)} with the demo's key: ssh -F {_rel(config)} ssh-<instance>)")
-        for line in str(outputs["sshConfig"]).rstrip("\n").splitlines():
+        for line in read.ssh_config.rstrip("\n").splitlines():
             say(f"    {line}".rstrip())
-        if outputs.get("knownHosts"):
+        if read.known_hosts:
             say("==> known_hosts: what a laptop adds, once, to trust every instance of the stack on any port")
             say(
                 f"    (the blocks above read it from {known_hosts_file(stack_name)}; the demo uses its copy in "
                 f"{_rel(state / 'known_hosts')})"
             )
-            for line in str(outputs["knownHosts"]).splitlines():
+            for line in read.known_hosts.splitlines():
                 say(f"    {line}")
     except (SshdError, EmulatorError, EnvoyError, traefik.TraefikError, auto.CommandError) as exc:
         say(f"!!! {exc}")

@@ -33,13 +33,15 @@ from typing import Any, Final
 
 import yaml
 
+from ssh_gateway.core.names import entry_point_name, entry_point_port
+from ssh_gateway.core.outputs import parse_stack_outputs, traefik_entry_point
+
 from .command import Command
 
 __all__ = ["GatewayConfigError", "GatewayFile", "StackGateway", "command", "plan", "render_diff", "stack_gateway"]
 
 TRAEFIK_FILE: Final = "traefik-entrypoints.yml"
 GERBIL_FILE: Final = "docker-compose.gerbil-ports.yml"
-_ENTRY_POINT: Final = re.compile(r"^tcp-(\d{1,5})$")
 _PUBLISHED: Final = re.compile(r"^(\d{1,5})(?:-(\d{1,5}))?:(\d{1,5})(?:-(\d{1,5}))?/tcp$")
 # The CLI's exit codes (ops/cli.py EXIT_CODES), as recover.py has them: this module must not import the CLI,
 # which imports it (no circle, pyproject.toml's import-linter contracts).
@@ -72,27 +74,30 @@ class StackGateway:
 
 
 def _port_of(stack: str, entry_point: str) -> int:
-    found = _ENTRY_POINT.match(entry_point)
-    if found is None:
+    port = entry_point_port(entry_point)
+    if port is None:
         raise GatewayConfigError(f"stack {stack}: entry point {entry_point!r} is not tcp-<port>")
-    return int(found[1])
+    return port
 
 
 def stack_gateway(stack: str, outputs: Mapping[str, Any]) -> StackGateway:
     """The stack's needs, checked: every entry point `tcp-<port>` at `:<port>/tcp`, Gerbil lines `a-b:a-b/tcp`."""
-    gateway = outputs.get("gateway")
-    if not isinstance(gateway, dict) or not isinstance(gateway.get("traefikEntryPoints"), dict):
+    try:
+        gateway = parse_stack_outputs(outputs).gateway
+    except (KeyError, TypeError, ValueError) as exc:
+        raise GatewayConfigError(f"stack {stack}: not the outputs ssh-gateway writes ({exc!r})") from None
+    if gateway is None:
         raise GatewayConfigError(f"stack {stack} has no gateway.traefikEntryPoints output: run `pulumi up` on it first")
-    entry_points: dict[str, Mapping[str, Any]] = dict(gateway["traefikEntryPoints"])
+    entry_points: dict[str, Mapping[str, Any]] = dict(gateway.traefik_entry_points)
     for name, entry in entry_points.items():
-        port = _port_of(stack, name)
-        if not isinstance(entry, dict) or entry.get("address") != f":{port}/tcp":
-            raise GatewayConfigError(f"stack {stack}: entry point {name} has {entry!r}, not address ':{port}/tcp'")
-    published = tuple(str(gateway[key]) for key in ("gerbilPublishedPorts", "gerbilConnectPort") if gateway.get(key))
+        wanted = traefik_entry_point(_port_of(stack, name))
+        if entry != wanted:
+            raise GatewayConfigError(f"stack {stack}: entry point {name} has {entry!r}, not {wanted!r}")
+    published = tuple(line for line in (gateway.gerbil_published_ports, gateway.gerbil_connect_port) if line)
     for line in published:
         if _PUBLISHED.match(line) is None:
             raise GatewayConfigError(f"stack {stack}: Gerbil port line {line!r} is not 'PORT[-PORT]:PORT[-PORT]/tcp'")
-    connect = str(gateway.get("gerbilConnectPort") or "")
+    connect = gateway.gerbil_connect_port
     return StackGateway(stack, entry_points, published, int(connect.split(":")[0]) if connect else None)
 
 
@@ -116,9 +121,9 @@ def _check_claims(stacks: Sequence[StackGateway]) -> None:
             other = owners.setdefault(port, stack.stack)
             if other != stack.stack:
                 raise GatewayConfigError(
-                    f"port {port} (entry point tcp-{port}) is claimed by stacks {other} and {stack.stack}: one "
-                    "gateway host cannot route it to both; give them disjoint ssh-gateway:ports.range and "
-                    "connect.public.port"
+                    f"port {port} (entry point {entry_point_name(port)}) is claimed by stacks {other} and "
+                    f"{stack.stack}: one gateway host cannot route it to both; give them disjoint "
+                    "ssh-gateway:ports.range and connect.public.port"
                 )
 
 

@@ -24,7 +24,7 @@ __all__ = [
     "PangolinTransportError",
     "Resource",
     "no_retry_client",
-    "read_outputs",
+    "read_resource_outputs",
 ]
 
 
@@ -37,7 +37,7 @@ def no_retry_client(
     return PangolinClient(api_url, api_key, policy=policy, transport=transport)
 
 
-def read_outputs(resource_id: int, inputs: dict[str, Any], api_key: str) -> dict[str, Any]:
+def read_resource_outputs(resource_id: int, inputs: dict[str, Any], api_key: str) -> dict[str, Any]:
     """A resource's outputs as the provider's own `read` gives them (what `pulumi refresh` would record)."""
     # Imported here: the provider loads the Pulumi SDK, which `recover --help` has no need of.
     from pulumi.dynamic import Config, ConfigureRequest

@@ -40,9 +40,9 @@ from ssh_gateway.core.names import (
     urn_name,
     urn_type,
 )
-from ssh_gateway.core.outputs import Routing
+from ssh_gateway.core.outputs import EndpointOutput, Routing, StackOutputs, parse_stack_outputs
 from ssh_gateway.core.ports import PortRange
-from ssh_gateway.core.settings import ROUTINGS, ConnectModeInstance, SettingsError, decode_config, parse_settings
+from ssh_gateway.core.settings import ConnectModeInstance, SettingsError, decode_config, parse_settings
 from ssh_gateway.core.targets import StaticTarget
 
 __all__ = ["InstanceChange", "Summary", "render", "summarize"]
@@ -190,22 +190,31 @@ def _port_list(value: Any) -> tuple[int, ...]:
     return tuple(p for v in value or () if (p := _int(v)) is not None) if isinstance(value, list) else ()
 
 
-def _range(inputs: Mapping[str, Any], outputs: Mapping[str, Any]) -> PortRange | None:
+def _old_outputs(steps: Sequence[Mapping[str, Any]]) -> StackOutputs:
+    """The stack's outputs before the run, through the contract; none when they are not the contract's: the
+    summary says what it can, and never fails on what an older run wrote."""
+    outputs = _state(_stack_step(steps), "oldState").get("outputs")
+    try:
+        return parse_stack_outputs(outputs if isinstance(outputs, Mapping) else {})
+    except (KeyError, TypeError, ValueError):
+        return parse_stack_outputs({})
+
+
+def _range(inputs: Mapping[str, Any], old_outputs: StackOutputs) -> PortRange | None:
     """The allocator's range (its `start`/`end` inputs), else the stack's `portRange` output."""
     start, end = _int(inputs.get("start")), _int(inputs.get("end"))
     try:
-        return PortRange(start=start, end=end) if start and end else PortRange.parse(outputs.get("portRange"))
+        return PortRange(start=start, end=end) if start and end else old_outputs.port_range
     except ValueError:
         return None
 
 
-def _allocation(steps: Sequence[Mapping[str, Any]]) -> _Allocation:
+def _allocation(steps: Sequence[Mapping[str, Any]], old_outputs: StackOutputs) -> _Allocation:
     """The port table before and after: the allocator's step if it changes, else the stack's outputs."""
-    old_outputs = _state(_stack_step(steps), "oldState").get("outputs") or {}
     step = next((s for s in steps if urn_type(str(s.get("urn", ""))) == ALLOCATION_TYPE), None)
     old = _inputs(step, "oldState") if step else {}
     new = _inputs(step, "newState") if step else {}
-    old_ports = _ports(old.get("ports")) if old else _ports(old_outputs.get("allocations"))
+    old_ports = _ports(old.get("ports")) if old else dict(old_outputs.allocations)
     return _Allocation(
         old_ports=old_ports,
         new_ports=_ports(new.get("ports")) if new else old_ports,
@@ -220,7 +229,7 @@ class _Endpoints:
 
     users: Mapping[str, str]
     hosts: Mapping[str, str]
-    old: Mapping[str, Any]
+    old: Mapping[str, EndpointOutput]
     authorities: Mapping[str, str] = field(default_factory=dict)
     """Connect-mode instances (by the new config) and their CONNECT authorities."""
     upstreams: Mapping[str, str] = field(default_factory=dict)
@@ -231,7 +240,7 @@ class _Endpoints:
     def was_connect(self, instance: str) -> bool:
         """Whether the old outputs have the instance in connect mode (with or without an EnvoyFilter of its own)."""
         previous = self.old.get(instance)
-        return isinstance(previous, Mapping) and previous.get("routing") == Routing.CONNECT
+        return previous is not None and previous.routing is Routing.CONNECT
 
     def routing(self, instance: str, ops: Mapping[str, str]) -> Routing:
         """`connect` or `port`: by the new config, else by the old outputs, else by the resources' types."""
@@ -240,19 +249,19 @@ class _Endpoints:
         if instance in self.hosts:
             return Routing.PORT
         previous = self.old.get(instance)
-        if isinstance(previous, Mapping) and previous.get("routing") in ROUTINGS:
-            return Routing(previous["routing"])
+        if previous is not None:
+            return previous.routing
         return Routing.CONNECT if CONNECT_INSTANCE_TYPE in ops or ENVOY_FILTER_TYPE in ops else Routing.PORT
 
     def connect_endpoint(self, instance: str, authority: str | None) -> str:
         """`CONNECT <authority> via <host>:<port>`, what a connect-mode instance's ProxyCommand does."""
         previous = self.old.get(instance)
         entry = self.entry
-        if entry is None and isinstance(previous, Mapping) and previous.get("host") and previous.get("port"):
-            entry = (str(previous["host"]), int(previous["port"]))
+        if entry is None and previous is not None and previous.host and previous.port:
+            entry = (previous.host, previous.port)
         authority = self.authorities.get(instance) or authority
-        if authority is None and isinstance(previous, Mapping):
-            authority = previous.get("authority")
+        if authority is None and previous is not None:
+            authority = previous.authority
         if authority is None or entry is None:
             return "unknown"
         return f"CONNECT {authority} via {entry[0]}:{entry[1]}"
@@ -261,16 +270,15 @@ class _Endpoints:
         host = self.hosts.get(instance)
         user = self.users.get(instance)
         previous = self.old.get(instance)
-        if isinstance(previous, Mapping):
-            host = host or previous.get("host")
-            user = user or previous.get("user")
+        if previous is not None:
+            host = host or previous.host
+            user = user or previous.user
         if host is None or port is None:
             return "unknown"
         return f"ssh -p {port} {user or 'root'}@{host}"
 
 
-def _endpoints(preview: Mapping[str, Any], steps: Sequence[Mapping[str, Any]]) -> _Endpoints:
-    old = (_state(_stack_step(steps), "oldState").get("outputs") or {}).get("endpoints") or {}
+def _endpoints(preview: Mapping[str, Any], old_outputs: StackOutputs) -> _Endpoints:
     users: dict[str, str] = {}
     hosts: dict[str, str] = {}
     authorities: dict[str, str] = {}
@@ -298,7 +306,7 @@ def _endpoints(preview: Mapping[str, Any], steps: Sequence[Mapping[str, Any]]) -
     return _Endpoints(
         users=users,
         hosts=hosts,
-        old=old if isinstance(old, Mapping) else {},
+        old=old_outputs.endpoints,
         authorities=authorities,
         upstreams=upstreams,
         entry=entry,
@@ -547,8 +555,9 @@ _ORDER: Final = (
 def summarize(preview: Mapping[str, Any]) -> Summary:
     """Reads a `pulumi preview --json` document."""
     steps = [s for s in preview.get("steps") or [] if isinstance(s, Mapping)]
-    alloc = _allocation(steps)
-    endpoints = _endpoints(preview, steps)
+    old_outputs = _old_outputs(steps)
+    alloc = _allocation(steps, old_outputs)
+    endpoints = _endpoints(preview, old_outputs)
     rows = sorted(
         (_any_row(inst, alloc, endpoints) for inst in _collect(steps).values()),
         key=lambda r: (_ORDER.index(r.change), r.instance),

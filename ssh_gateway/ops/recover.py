@@ -295,10 +295,10 @@ def _can_hold(resource: dict[str, Any], in_state: set[str]) -> bool:
 
 def _adopted(resource: dict[str, Any], resource_id: int, key: str) -> dict[str, Any]:
     """The state entry of a pending create whose resource Pangolin has: outputs as the provider reads them."""
-    from .pangolin_api import read_outputs
+    from .pangolin_api import read_resource_outputs
 
     inputs: dict[str, Any] = resource["inputs"]
-    outputs = {**read_outputs(resource_id, inputs, key), "__provider": inputs.get("__provider")}
+    outputs = {**read_resource_outputs(resource_id, inputs, key), "__provider": inputs.get("__provider")}
     return {**resource, "id": str(resource_id), "outputs": outputs}
 
 

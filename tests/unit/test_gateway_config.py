@@ -81,7 +81,7 @@ def test_a_port_two_stacks_claim_is_refused_and_nothing_is_written(
         ({"gateway": {"traefikEntryPoints": {"web": {"address": ":80/tcp"}}}}, "entry point 'web' is not tcp-<port>"),
         (
             {"gateway": {"traefikEntryPoints": {"tcp-1": {"address": ":2/tcp"}}}},
-            "entry point tcp-1 has {'address': ':2/tcp'}, not address ':1/tcp'",
+            "entry point tcp-1 has {'address': ':2/tcp'}, not {'address': ':1/tcp'}",
         ),
     ],
 )

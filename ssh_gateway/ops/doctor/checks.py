@@ -27,7 +27,7 @@ from ssh_gateway.core.host_identity import (
     verify_host_certificate,
 )
 from ssh_gateway.core.host_identity import fingerprint as certified_fingerprint
-from ssh_gateway.core.names import host_key_secret_name
+from ssh_gateway.core.names import entry_point_name, host_key_secret_name
 
 from .model import Check, Endpoint
 
@@ -106,7 +106,7 @@ def check_tcp(host: str, addresses: list[str], port: int, timeout: float) -> tup
                 "fail",
                 f"TCP connect to {where} timed out after {time.monotonic() - started:.1f}s",
                 f"packets to port {port} are dropped: the firewall/NSG rule for {port}, Gerbil's published ports "
-                f"or Traefik's `tcp-{port}` entry point is missing",
+                f"or Traefik's `{entry_point_name(port)}` entry point is missing",
             )
         except ConnectionRefusedError:
             sock.close()
@@ -115,8 +115,8 @@ def check_tcp(host: str, addresses: list[str], port: int, timeout: float) -> tup
                 "fail",
                 f"TCP connect to {where} was refused",
                 f"the gateway answers but nothing listens on {port}: Gerbil does not publish it, Traefik has no "
-                f"`tcp-{port}` entry point (see the stack's `gateway` output), or no enabled Pangolin resource "
-                "uses the port",
+                f"`{entry_point_name(port)}` entry point (see the stack's `gateway` output), or no enabled Pangolin "
+                "resource uses the port",
             )
         except OSError as exc:
             sock.close()

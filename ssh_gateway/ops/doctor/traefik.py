@@ -14,6 +14,8 @@ from typing import Any
 
 import httpx
 
+from ssh_gateway.core.outputs import parse_stack_outputs
+
 __all__ = ["TraefikFinding", "check_entry_points"]
 
 
@@ -36,7 +38,8 @@ class TraefikFinding:
 
 def check_entry_points(outputs: Mapping[str, Any], api_url: str, *, stack: str, timeout: float) -> TraefikFinding:
     """Compares the stack's `gateway.traefikEntryPoints` with the entry points Traefik's API at `api_url` lists."""
-    needed = tuple(sorted((outputs.get("gateway") or {}).get("traefikEntryPoints") or {}))
+    gateway = parse_stack_outputs(outputs).gateway
+    needed = tuple(sorted(gateway.traefik_entry_points)) if gateway is not None else ()
     url = api_url.rstrip("/")
     try:
         response = httpx.get(f"{url}/entrypoints", timeout=timeout)

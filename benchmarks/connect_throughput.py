@@ -20,13 +20,14 @@ from pathlib import Path
 
 from ssh_gateway.core.connect import ConnectGateway, ConnectInstance, connect_cluster, connect_manifests
 from ssh_gateway.core.host_identity import openssh_public_key
-from ssh_gateway.local.envoy import EnvoyGateway, free_port
-from ssh_gateway.local.sshd import KeyPair, LocalSshd, ensure_client_keypair, login_user
+from ssh_gateway.local.envoy import EnvoyGateway
+from ssh_gateway.local.sshd import ClientKey, LocalSshd, ensure_client_keypair, login_user
+from ssh_gateway.plumbing.loopback import free_port
 
 SELECTOR = {"istio": "ingressgateway"}
 
 
-def ssh_argv(key: KeyPair, known_hosts: Path, *options: str) -> list[str]:
+def ssh_argv(key: ClientKey, known_hosts: Path, *options: str) -> list[str]:
     ssh = shutil.which("ssh")
     if ssh is None:
         raise SystemExit("ssh is not installed: run scripts/system-packages")

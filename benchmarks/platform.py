@@ -35,7 +35,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from pangolin_emulator.harness import EmulatorHandle, running_emulator
 from ssh_gateway.ops.up import SKIP_CHECKPOINTS
 from ssh_gateway.plumbing.toolchain import REPO, pulumi_env
 from tests.integration.fake_azure import FakeAzure, fake_azure_native
@@ -48,23 +47,15 @@ from .stacks import (
     Clock,
     Options,
     clocked,
+    emulator,
     floor_config,
     instance_names,
+    log,
     open_bench,
     open_floor,
     open_program,
     program_config,
 )
-
-
-def log(message: str) -> None:
-    print(f"... {message}", file=sys.stderr, flush=True)
-
-
-@contextmanager
-def emulator(tmp: Path, name: str) -> Iterator[EmulatorHandle]:
-    with running_emulator(tmp / name) as handle:
-        yield handle
 
 
 def ssh_gateway_up(stack: str, log: Path, env: Mapping[str, str] | None = None) -> subprocess.Popen[bytes]:
@@ -159,7 +150,7 @@ def checkpointed_up(tmp: Path, count: int) -> Clock:
 
 
 @dataclass(frozen=True)
-class Shards:
+class ShardProcesses:
     clock: Clock
     slowest: float
     ports_bound_twice: int
@@ -185,7 +176,7 @@ def shared_backend(tmp: Path) -> Iterator[tuple[str, dict[str, str]]]:
         yield "Azurite (Azure Blob)", azurite.env()
 
 
-def shards_timing(tmp: Path, total: int, shards: int) -> Shards:
+def shard_processes_timing(tmp: Path, total: int, shards: int) -> ShardProcesses:
     """`total` instances as `shards` stacks of one emulator, each with its own port sub-range and names, each
     `up` by its own `ssh-gateway up` process on the shared backend, all started at once; the wall time until
     the last one ends."""
@@ -224,7 +215,7 @@ def shards_timing(tmp: Path, total: int, shards: int) -> Shards:
             grown = program_config(emu, instance_names(per_shard + 1), ports=ports)
             open_program(benches[0].stack.name, emu, grown, Options(env=backend_env))
             plus_one = _timed_ssh_gateway_up(benches[0].stack.name, tmp / "shard-0-plus-one.log", backend_env)
-            return Shards(clock, max(durations), bound_twice, backend, plus_one)
+            return ShardProcesses(clock, max(durations), bound_twice, backend, plus_one)
         finally:
             for bench in benches:
                 bench.discard()
@@ -287,7 +278,7 @@ def _ratio(a: Clock, b: Clock) -> str:
 def report(results: dict[str, Any], shards: int) -> str:
     small: Size = results["small"]
     large: Size = results["large"]
-    sharded: Shards = results["shards"]
+    sharded: ShardProcesses = results["shards"]
     plain = results.get("checkpointed")
     kills: list[KillTrial] = results["kill"]
     floor_small, floor_large = results["floor_plus_one"]
@@ -380,7 +371,7 @@ def main() -> None:
         results["floor_plus_one"] = (floor_plus_one(small), floor_plus_one(large))
         if args.checkpoints:
             results["checkpointed"] = (checkpointed_up(tmp, small), checkpointed_up(tmp, large))
-        results["shards"] = shards_timing(tmp, large, args.shards)
+        results["shards"] = shard_processes_timing(tmp, large, args.shards)
         results["kill"] = kill_trials(tmp, args.kill_size or (30 if args.quick else 300))
     print(report(results, args.shards))
     print(f"\n(run took {time.perf_counter() - started:.0f} s)")

@@ -16,19 +16,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from pulumi import automation as auto
 
-from pangolin_emulator.harness import EmulatorHandle, running_emulator
+from pangolin_emulator.harness import EmulatorHandle
 from ssh_gateway.core.allocation import allocate
 from ssh_gateway.core.ports import PortRange
 
@@ -39,7 +37,9 @@ from .stacks import (
     Clock,
     Options,
     clocked,
+    emulator,
     instance_names,
+    log,
     open_floor,
     open_program,
     program_config,
@@ -84,17 +84,6 @@ class Slope:
     steps: float
     writes: float
     state_bytes: float
-
-
-def log(message: str) -> None:
-    print(f"... {message}", file=sys.stderr, flush=True)
-
-
-@contextmanager
-def emulator(tmp: Path, name: str) -> Iterator[EmulatorHandle]:
-    """A fresh emulator per measured program: empty org, counters that count one stack only."""
-    with running_emulator(tmp / name) as handle:
-        yield handle
 
 
 def measure(bench: Bench, emu: EmulatorHandle | None = None, previews: int = 3) -> Timing:

@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import resource
 import statistics
+import sys
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -19,7 +21,7 @@ from typing import Any, Final
 import yaml
 from pulumi import automation as auto
 
-from pangolin_emulator.harness import EmulatorHandle
+from pangolin_emulator.harness import EmulatorHandle, running_emulator
 from ssh_gateway.ops.automation import stack_file, state_file
 from ssh_gateway.plumbing.toolchain import REPO, pulumi_env, pulumi_root
 
@@ -33,6 +35,18 @@ HOST_IDENTITY_OFF: Final = {"ssh-gateway:hostIdentity": {"enabled": False}}
 
 
 HOST_TEMPLATE: Final = "ssh-{instance}.bench.test"
+
+
+def log(message: str) -> None:
+    """A benchmark's progress, on stderr (stdout is its result)."""
+    print(f"... {message}", file=sys.stderr, flush=True)
+
+
+@contextmanager
+def emulator(tmp: Path, name: str) -> Iterator[EmulatorHandle]:
+    """A fresh emulator per measured program: empty org, counters that count one stack only."""
+    with running_emulator(tmp / name) as handle:
+        yield handle
 
 
 def instance_names(count: int, first: int = 0) -> list[str]:

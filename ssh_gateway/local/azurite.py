@@ -18,7 +18,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -28,6 +27,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from ssh_gateway.plumbing.loopback import free_port
 from ssh_gateway.plumbing.pidfile import process_alive
 from ssh_gateway.plumbing.toolchain import REPO, ToolchainMissing, toolchain_binary
 
@@ -121,7 +121,7 @@ def start_azurite(
     `ToolchainMissing` when the bootstrap has not installed it, `AzuriteError` when it does not come up.
     """
     binary = toolchain_binary("SSH_GATEWAY_AZURITE_BLOB")
-    port = port or _free_port()
+    port = port or free_port()
     root.mkdir(parents=True, exist_ok=True)
     log = root / "azurite.log"
     args = [
@@ -169,7 +169,7 @@ def stop_azurite(azurite: Azurite, *, remove_data: bool = False) -> None:
         shutil.rmtree(azurite.root / "data", ignore_errors=True)
 
 
-def is_running(azurite: Azurite) -> bool:
+def azurite_running(azurite: Azurite) -> bool:
     return process_alive(azurite.pid)
 
 
@@ -225,13 +225,6 @@ def _create_container(port: int, container: str, process: subprocess.Popen[bytes
 # --- processes ------------------------------------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 def _tail(log: Path, lines: int = 20) -> str:
     try:
         return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
@@ -267,14 +260,14 @@ def _stop_pid(pid: int, grace: float = 10.0) -> None:
 
 # --- ssh-gateway local-backend ----------------------------------------------------------------------------------
 
-LOCAL_ROOT = REPO / ".pulumi-state" / "local-backend"
-LOCAL_STATE = LOCAL_ROOT / "state.json"
-LOCAL_PORT = 10000
+BACKEND_ROOT = REPO / ".pulumi-state" / "local-backend"
+BACKEND_STATE = BACKEND_ROOT / "state.json"
+BACKEND_PORT = 10000
 """Azurite's own default Blob port, kept fixed so the local backend's URL never changes across restarts."""
 
 
 def _local() -> Azurite | None:
-    return Azurite.from_json(LOCAL_STATE.read_text()) if LOCAL_STATE.exists() else None
+    return Azurite.from_json(BACKEND_STATE.read_text()) if BACKEND_STATE.exists() else None
 
 
 def _how_to_use(azurite: Azurite) -> str:
@@ -291,15 +284,15 @@ def _how_to_use(azurite: Azurite) -> str:
 
 def _start() -> int:
     azurite = _local()
-    if azurite is not None and is_running(azurite):
+    if azurite is not None and azurite_running(azurite):
         print(f"already running\n{_how_to_use(azurite)}")
         return 0
     try:
-        azurite = start_azurite(LOCAL_ROOT, port=LOCAL_PORT, detach=True)
+        azurite = start_azurite(BACKEND_ROOT, port=BACKEND_PORT, detach=True)
     except (ToolchainMissing, AzuriteError) as exc:
         print(f"local-backend: {exc}", file=sys.stderr)
         return 1
-    LOCAL_STATE.write_text(azurite.to_json())
+    BACKEND_STATE.write_text(azurite.to_json())
     print(f"started in {azurite.startup_seconds:.1f}s\n{_how_to_use(azurite)}")
     return 0
 
@@ -310,14 +303,14 @@ def _stop() -> int:
         print("not running (no state file)")
         return 0
     stop_azurite(azurite)  # keeps the data: a restart finds the stacks again
-    LOCAL_STATE.unlink()
+    BACKEND_STATE.unlink()
     print(f"stopped azurite-blob (pid {azurite.pid}); data kept in {azurite.root / 'data'}")
     return 0
 
 
 def _status() -> int:
     azurite = _local()
-    if azurite is None or not is_running(azurite):
+    if azurite is None or not azurite_running(azurite):
         print("not running: ssh-gateway local-backend start")
         return 3
     from azure.core.exceptions import AzureError

@@ -18,7 +18,6 @@ import os
 import secrets
 import shutil
 import signal
-import socket
 import ssl
 import subprocess
 import time
@@ -29,6 +28,7 @@ from typing import Any
 import httpx
 import yaml
 
+from ssh_gateway.plumbing.loopback import free_ports
 from ssh_gateway.plumbing.toolchain import toolchain_binary
 
 __all__ = [
@@ -124,7 +124,7 @@ def start_control_plane(
     """
     etcd = toolchain_binary("SSH_GATEWAY_ETCD")
     apiserver = toolchain_binary("SSH_GATEWAY_KUBE_APISERVER")
-    free = iter(_free_ports(3))
+    free = iter(free_ports(3))
     api_port, etcd_port, etcd_peer_port = (p or next(free) for p in (api_port, etcd_port, etcd_peer_port))
     root.mkdir(parents=True, exist_ok=True)
     pki = _make_pki(root / "pki")
@@ -206,23 +206,11 @@ def stop_control_plane(plane: ControlPlane, *, remove_data: bool = False) -> Non
         shutil.rmtree(plane.root / "etcd-data", ignore_errors=True)
 
 
-def is_running(plane: ControlPlane) -> bool:
+def control_plane_running(plane: ControlPlane) -> bool:
     return _alive(plane.etcd_pid) and _alive(plane.apiserver_pid)
 
 
 # --- processes -------------------------------------------------------------------------------------
-
-
-def _free_ports(count: int) -> list[int]:
-    """Ports the kernel hands out on 127.0.0.1, all held open at once so they differ."""
-    sockets = [socket.socket(socket.AF_INET, socket.SOCK_STREAM) for _ in range(count)]
-    try:
-        for sock in sockets:
-            sock.bind(("127.0.0.1", 0))
-        return [sock.getsockname()[1] for sock in sockets]
-    finally:
-        for sock in sockets:
-            sock.close()
 
 
 def _launch(binary: Path, args: list[str], log: Path, *, detach: bool) -> subprocess.Popen[bytes]:

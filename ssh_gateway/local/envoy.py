@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from ssh_gateway.core.connect import HCM_FILTER, HCM_TYPE, ROUTER_FILTER, ROUTER_TYPE, gateway_route_name
+from ssh_gateway.plumbing.loopback import free_port
 from ssh_gateway.plumbing.pidfile import PidFile
 from ssh_gateway.plumbing.toolchain import toolchain_binary
 
@@ -66,14 +67,14 @@ __all__ = [
     "admin_get",
     "apply_istio_patches",
     "blackhole_virtual_host",
-    "detached_pid",
+    "detached_envoy_pid",
     "envoy_binary",
     "free_port",
     "gateway_bootstrap",
     "gateway_listener",
     "gateway_route_configuration",
     "istio_helper",
-    "stop_detached",
+    "stop_detached_envoy",
 ]
 
 HELPER_KEY = "SSH_GATEWAY_ISTIO_ENVOYFILTER"
@@ -125,13 +126,6 @@ GATEWAY_HTTP_FILTERS: tuple[dict[str, Any], ...] = (
 
 class EnvoyError(RuntimeError):
     """Envoy, or the Istio helper, is missing, refused the configuration, or did not come up."""
-
-
-def free_port() -> int:
-    """A loopback port nothing listens on now (the OS picks it)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def envoy_binary() -> Path:
@@ -255,12 +249,12 @@ def _pid_file(directory: Path) -> PidFile:
     return PidFile(directory / "envoy.pid", marker=str(directory / "bootstrap."))
 
 
-def detached_pid(directory: Path) -> int | None:
+def detached_envoy_pid(directory: Path) -> int | None:
     """The pid of the Envoy a detached `EnvoyProcess.start` left running in `directory`, else None."""
     return _pid_file(directory).running_pid()
 
 
-def stop_detached(directory: Path, timeout: float = 10.0) -> bool:
+def stop_detached_envoy(directory: Path, timeout: float = 10.0) -> bool:
     """Stops the Envoy a detached `EnvoyProcess.start` left running in `directory`; True if one ran."""
     return _pid_file(directory).terminate(timeout)
 

@@ -57,10 +57,11 @@ from typing import Any, ClassVar
 import httpx
 import yaml
 
+from ssh_gateway.plumbing.loopback import free_port
 from ssh_gateway.plumbing.toolchain import toolchain_binary
 
 from .control_plane import ControlPlane
-from .envoy import EnvoyError, EnvoyProcess, admin_get, free_port
+from .envoy import EnvoyError, EnvoyProcess, admin_get
 from .log_excerpt import log_excerpt
 
 __all__ = [

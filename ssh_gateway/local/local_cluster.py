@@ -14,21 +14,27 @@ import httpx
 
 from ssh_gateway.plumbing.toolchain import REPO, ToolchainMissing
 
-from .control_plane import ControlPlane, ControlPlaneError, is_running, start_control_plane, stop_control_plane
+from .control_plane import (
+    ControlPlane,
+    ControlPlaneError,
+    control_plane_running,
+    start_control_plane,
+    stop_control_plane,
+)
 from .istio_crds import install_istio_crds, istio_crds_file
 
-__all__ = ["LOCAL_PORTS", "LOCAL_ROOT", "main"]
+__all__ = ["CLUSTER_PORTS", "CLUSTER_ROOT", "main"]
 
 
-LOCAL_ROOT = REPO / ".pulumi-state" / "local-cluster"
-LOCAL_STATE = LOCAL_ROOT / "state.json"
+CLUSTER_ROOT = REPO / ".pulumi-state" / "local-cluster"
+CLUSTER_STATE = CLUSTER_ROOT / "state.json"
 # Fixed, so the local stack's kubeconfig stays valid across restarts; away from 6443/2379 in case a real
 # cluster or etcd runs on this machine.
-LOCAL_PORTS = {"api_port": 16443, "etcd_port": 12379, "etcd_peer_port": 12380}
+CLUSTER_PORTS = {"api_port": 16443, "etcd_port": 12379, "etcd_peer_port": 12380}
 
 
 def _local_plane() -> ControlPlane | None:
-    return ControlPlane.from_json(LOCAL_STATE.read_text()) if LOCAL_STATE.exists() else None
+    return ControlPlane.from_json(CLUSTER_STATE.read_text()) if CLUSTER_STATE.exists() else None
 
 
 def _how_to_use(plane: ControlPlane) -> str:
@@ -49,15 +55,15 @@ def _how_to_use(plane: ControlPlane) -> str:
 
 def _start() -> int:
     plane = _local_plane()
-    if plane is not None and is_running(plane):
+    if plane is not None and control_plane_running(plane):
         print(f"already running\n{_how_to_use(plane)}")
         return 0
     try:
-        plane = start_control_plane(LOCAL_ROOT, detach=True, **LOCAL_PORTS)
+        plane = start_control_plane(CLUSTER_ROOT, detach=True, **CLUSTER_PORTS)
     except (ToolchainMissing, ControlPlaneError) as exc:
         print(f"local-cluster: {exc}", file=sys.stderr)
         return 1
-    LOCAL_STATE.write_text(plane.to_json())
+    CLUSTER_STATE.write_text(plane.to_json())
     print(f"started in {plane.startup_seconds:.1f}s\n{_how_to_use(plane)}")
     return _install_istio_crds(plane)
 
@@ -86,7 +92,7 @@ def _stop() -> int:
         print("not running (no state file)")
         return 0
     stop_control_plane(plane)  # keeps the data: a restart finds the local stack's Services again
-    LOCAL_STATE.unlink()
+    CLUSTER_STATE.unlink()
     print(f"stopped etcd (pid {plane.etcd_pid}) and kube-apiserver (pid {plane.apiserver_pid})")
     print(f"data kept in {plane.root}")
     return 0
@@ -94,7 +100,7 @@ def _stop() -> int:
 
 def _status() -> int:
     plane = _local_plane()
-    if plane is None or not is_running(plane):
+    if plane is None or not control_plane_running(plane):
         print("not running: scripts/local-cluster start")
         return 3
     try:

@@ -24,7 +24,7 @@ from ssh_gateway.plumbing.pidfile import PidFile
 
 __all__ = [
     "DEMO_HOST_KEY_SEED",
-    "KeyPair",
+    "ClientKey",
     "LocalSshd",
     "SshdError",
     "ensure_client_keypair",
@@ -60,7 +60,7 @@ def find_sshd() -> Path:
 
 
 @dataclass(frozen=True)
-class KeyPair:
+class ClientKey:
     """A client key pair on disk."""
 
     private: Path
@@ -69,7 +69,7 @@ class KeyPair:
     """`ssh-ed25519 AAAA... comment`, for `authorized_keys`."""
 
 
-def ensure_client_keypair(private: Path, comment: str) -> KeyPair:
+def ensure_client_keypair(private: Path, comment: str) -> ClientKey:
     """An Ed25519 key pair at `private` (+ `.pub`): generated once with ssh-keygen, reused afterwards."""
     public = private.with_name(private.name + ".pub")
     if not (private.exists() and public.exists()):
@@ -85,7 +85,7 @@ def ensure_client_keypair(private: Path, comment: str) -> KeyPair:
             capture_output=True,
             timeout=30,
         )
-    return KeyPair(private, public.read_text().strip())
+    return ClientKey(private, public.read_text().strip())
 
 
 def wait_for_port(host: str, port: int, timeout: float) -> bool:

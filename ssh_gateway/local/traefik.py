@@ -26,20 +26,20 @@ from typing import Any
 
 import yaml
 
+from ssh_gateway.plumbing.loopback import free_port
 from ssh_gateway.plumbing.pidfile import PidFile
 from ssh_gateway.plumbing.toolchain import toolchain_binary
 
-from .envoy import free_port
 from .log_excerpt import log_excerpt
 
 __all__ = [
     "TRAEFIK_KEY",
     "TraefikError",
     "TraefikProcess",
-    "detached_pid",
+    "detached_traefik_pid",
     "loopback_entry_points",
     "static_configuration",
-    "stop_detached",
+    "stop_detached_traefik",
     "traefik_binary",
 ]
 
@@ -99,12 +99,12 @@ def _pid_file(directory: Path) -> PidFile:
     return PidFile(directory / "traefik.pid", marker=str(directory / CONFIG_NAME))
 
 
-def detached_pid(directory: Path) -> int | None:
+def detached_traefik_pid(directory: Path) -> int | None:
     """The pid of the Traefik a detached `TraefikProcess.start` left running in `directory`, else None."""
     return _pid_file(directory).running_pid()
 
 
-def stop_detached(directory: Path, timeout: float = 10.0) -> bool:
+def stop_detached_traefik(directory: Path, timeout: float = 10.0) -> bool:
     """Stops the Traefik a detached `TraefikProcess.start` left running in `directory`; True if one ran."""
     return _pid_file(directory).terminate(timeout)
 
@@ -185,7 +185,7 @@ class TraefikProcess:
         """SIGTERM, then SIGKILL after `timeout`; also a Traefik a detached start left. True if one ran."""
         process, self._process = self._process, None
         if process is None or process.poll() is not None:
-            return stop_detached(self.directory, timeout)
+            return stop_detached_traefik(self.directory, timeout)
         _pid_file(self.directory).path.unlink(missing_ok=True)
         process.send_signal(signal.SIGTERM)
         try:

@@ -61,8 +61,8 @@ from ssh_gateway.core.settings import (
 from ssh_gateway.core.targets import StaticTarget
 from ssh_gateway.core.trust import known_hosts_file
 from ssh_gateway.local import traefik
-from ssh_gateway.local.envoy import EnvoyError, StandaloneEnvoyProcess, detached_pid, stop_detached
-from ssh_gateway.local.sshd import KeyPair, LocalSshd, SshdError, ensure_client_keypair, login_user
+from ssh_gateway.local.envoy import EnvoyError, StandaloneEnvoyProcess, detached_envoy_pid, stop_detached_envoy
+from ssh_gateway.local.sshd import ClientKey, LocalSshd, SshdError, ensure_client_keypair, login_user
 from ssh_gateway.local.sshd_identity import IdentitySshd, mount_secret
 from ssh_gateway.plumbing.toolchain import REPO
 
@@ -282,7 +282,7 @@ def _print_resource_steps(event: auto.EngineEvent) -> None:
     say(f"    {pre.metadata.op.value:<8} {pre.metadata.type} {name}")
 
 
-def _write_ssh_files(outputs: StackOutputs, state: Path, keys: KeyPair) -> Path:
+def _write_ssh_files(outputs: StackOutputs, state: Path, keys: ClientKey) -> Path:
     """`ssh_config` = the demo's key and known_hosts, then the program's `sshConfig` output, for `ssh -F`.
 
     The known_hosts is the stack's `knownHosts` output and nothing else: the CA line (plus a plain line per
@@ -315,7 +315,7 @@ def _start_traefik(machine: Machine, outputs: StackOutputs) -> None:
     entry_points = dict(outputs.gateway.traefik_entry_points) if outputs.gateway is not None else {}
     gateway = traefik.TraefikProcess(machine.traefik_dir, entry_points, machine.emulator.traefik_config_url)
     with step(f"Traefik on the stack's {len(entry_points)} entry points (output gateway.traefikEntryPoints)"):
-        if traefik.stop_detached(machine.traefik_dir):
+        if traefik.stop_detached_traefik(machine.traefik_dir):
             say("    stopped the one an earlier --keep run left (its entry points may be stale)")
         gateway.start(detach=True)
         machine.started.append(gateway.stop)
@@ -337,10 +337,10 @@ def _start_gateway(machine: Machine, outputs: StackOutputs) -> None:
     config = outputs.envoy_config
     envoy = StandaloneEnvoyProcess(machine.envoy_dir, port=machine.gateway.listener_port, config=config)
     with step(f"Envoy, the stack's CONNECT gateway, on 127.0.0.1:{envoy.port} (the envoyConfig output)"):
-        if stop_detached(machine.envoy_dir):
+        if stop_detached_envoy(machine.envoy_dir):
             say("    stopped the one an earlier --keep run left (its routes may be stale)")
         envoy.start(detach=True)
-        machine.started.append(lambda: stop_detached(envoy.directory))
+        machine.started.append(lambda: stop_detached_envoy(envoy.directory))
         [listener] = yaml.safe_load(config)["static_resources"]["listeners"]
         hcm = listener["filter_chains"][0]["filters"][0]["typed_config"]
         routes = [vh["name"] for vh in hcm["route_config"]["virtual_hosts"]]
@@ -484,9 +484,9 @@ def _finish(machine: Machine, *, keep: bool) -> None:
         with step("stop the processes this run started"):
             for stop in reversed(machine.started):
                 stop()
-    envoy = detached_pid(machine.envoy_dir) if machine.envoy_dir else None
+    envoy = detached_envoy_pid(machine.envoy_dir) if machine.envoy_dir else None
     sshd_pids = [s.running_pid() for s in machine.sshds.values()]
-    gateway = traefik.detached_pid(machine.traefik_dir)
+    gateway = traefik.detached_traefik_pid(machine.traefik_dir)
     leftovers = [p for p in (machine.emulator.running_pid(), gateway, *sshd_pids, envoy) if p]
     if leftovers:
         say("==> processes left by an earlier --keep run are still up: scripts/demo down stops them")
@@ -513,11 +513,11 @@ def down(stack_name: str, state: Path) -> int:
     else:
         say(f"==> stack {stack_name} has no resources: nothing to destroy")
     stops: list[tuple[str, Callable[[], bool]]] = [("emulator", machine.emulator.stop)]
-    stops.append(("traefik", lambda: traefik.stop_detached(machine.traefik_dir)))
+    stops.append(("traefik", lambda: traefik.stop_detached_traefik(machine.traefik_dir)))
     stops += [(f"sshd :{s.port}", s.stop) for s in machine.sshds.values()]
     if machine.envoy_dir is not None:
         envoy_dir = machine.envoy_dir
-        stops.append(("envoy", lambda: stop_detached(envoy_dir)))
+        stops.append(("envoy", lambda: stop_detached_envoy(envoy_dir)))
     with step("stop the demo's processes"):
         for name, stop in stops:
             say(f"    {name}: {'stopped' if stop() else 'was not running'}")

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from ssh_gateway.core.firewall import opens_to_world
 from ssh_gateway.core.names import (
     ALLOCATION_TYPE,
     COMPONENT_TYPE,
@@ -52,7 +53,6 @@ ENTRY_ROW: Final = "CONNECT entry"
 """The row of the stack's CONNECT entry (a name no instance can have: instance names are DNS labels)."""
 EXHAUSTION_THRESHOLD: Final = 0.8
 """Warn when at least this share of the range's usable ports is allocated."""
-WORLD: Final = frozenset({"0.0.0.0/0", "::/0", "*", "internet", "any"})
 _TARGET_KEYS: Final = ("siteId", "targetIp", "targetPort")
 # The ops a step can have, reduced to what happened to the resource. A replacement shows up as up to three
 # steps (`delete-replaced`, `replace`, `create-replacement`); `same`, `read` and `refresh` change nothing.
@@ -530,7 +530,7 @@ def _warnings(preview: Mapping[str, Any], rows: Sequence[InstanceChange], alloc:
     for row in rows:
         for rule in row.firewall:
             opened = rule.split(" to ", 1)[1] if " to " in rule else ""
-            if any(s.strip().lower() in WORLD for s in opened.split(",")):
+            if opens_to_world(opened.split(",")):
                 warnings.append(f"`{row.instance}`: the NSG rule {rule}, i.e. to anyone.")
     for diagnostic in preview.get("diagnostics") or []:
         if isinstance(diagnostic, Mapping) and diagnostic.get("severity") in ("error", "warning"):

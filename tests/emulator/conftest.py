@@ -7,7 +7,6 @@ tests that count, paginate, restart or inject faults start a fresh one.
 from __future__ import annotations
 
 import itertools
-import socket
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from pathlib import Path
@@ -28,12 +27,6 @@ Start = Callable[..., EmulatorHandle]
 def next_port() -> int:
     """A proxyPort no other test uses (API-only tests never bind it)."""
     return next(_ports)
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def api(emu: EmulatorHandle, key: str | None = None) -> httpx.Client:

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from pangolin_emulator.harness import STDERR_NAME, EmulatorHandle
+from ssh_gateway.plumbing.loopback import free_port
 
-from .conftest import Start, api, free_port
+from .conftest import Start, api
 
 pytestmark = pytest.mark.provider
 

@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import Any
 
 from ssh_gateway.core.connect import HCM_FILTER
-from ssh_gateway.local.envoy import envoy_binary, free_port, gateway_bootstrap
+from ssh_gateway.local.envoy import envoy_binary, gateway_bootstrap
+from ssh_gateway.plumbing.loopback import free_port
 
 __all__ = ["envoy_validate"]
 

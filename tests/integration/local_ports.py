@@ -5,13 +5,7 @@ from __future__ import annotations
 import random
 import socket
 
-__all__ = ["free_port", "free_port_block"]
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+__all__ = ["free_port_block"]
 
 
 def _bindable(port: int) -> bool:

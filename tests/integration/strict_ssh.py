@@ -13,7 +13,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from ssh_gateway.local.sshd import KeyPair
+from ssh_gateway.local.sshd import ClientKey
 
 __all__ = ["GREETING", "strict_ssh"]
 
@@ -35,7 +35,7 @@ while chunk := upstream.recv(65536):
 
 
 def strict_ssh(
-    directory: Path, client: KeyPair, known_hosts: list[str], *, host: str, port: int, alias: bool = False
+    directory: Path, client: ClientKey, known_hosts: list[str], *, host: str, port: int, alias: bool = False
 ) -> subprocess.CompletedProcess[str]:
     """`ssh -v host` on `port` (relayed to 127.0.0.1), or with `alias` `ssh -o HostKeyAlias=host 127.0.0.1`."""
     directory.mkdir(parents=True, exist_ok=True)

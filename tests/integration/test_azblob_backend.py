@@ -28,11 +28,11 @@ from pangolin_emulator.harness import EmulatorHandle
 from ssh_gateway.local import azurite as azurite_module
 from ssh_gateway.local.azurite import Azurite
 from ssh_gateway.ops.automation import open_stack, remove_stack, state_file, workspace_options
+from ssh_gateway.plumbing.loopback import free_port
 from ssh_gateway.plumbing.toolchain import REPO, pulumi_env
 
 from .cli import pulumi, run
 from .conftest import change_by_hand, stack_config, static_instance
-from .local_ports import free_port
 from .reliability import PUT_RESOURCE, audit, kill_tree, recover, show, start_up, wait_until
 
 pytestmark = pytest.mark.integration
@@ -88,10 +88,10 @@ def test_local_backend_starts_azurite_the_pinned_cli_logs_in_and_it_stops(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     # In-process on a free port and a temporary directory: a local backend of the user's (10000) is left alone.
-    monkeypatch.setattr(azurite_module, "LOCAL_ROOT", tmp_path / "local-backend")
-    monkeypatch.setattr(azurite_module, "LOCAL_STATE", tmp_path / "local-backend" / "state.json")
+    monkeypatch.setattr(azurite_module, "BACKEND_ROOT", tmp_path / "local-backend")
+    monkeypatch.setattr(azurite_module, "BACKEND_STATE", tmp_path / "local-backend" / "state.json")
     port = free_port()
-    monkeypatch.setattr(azurite_module, "LOCAL_PORT", port)
+    monkeypatch.setattr(azurite_module, "BACKEND_PORT", port)
     assert azurite_module.main(["start"]) == 0
     try:
         started = capsys.readouterr().out

@@ -38,12 +38,12 @@ from ssh_gateway.local.envoy import (
     EnvoyGateway,
     apply_istio_patches,
     envoy_binary,
-    free_port,
     gateway_listener,
     gateway_route_configuration,
     istio_helper,
 )
-from ssh_gateway.local.sshd import KeyPair, LocalSshd, ensure_client_keypair, login_user
+from ssh_gateway.local.sshd import ClientKey, LocalSshd, ensure_client_keypair, login_user
+from ssh_gateway.plumbing.loopback import free_port
 from ssh_gateway.plumbing.toolchain import ToolchainMissing
 
 from .envoy_validate import envoy_validate
@@ -85,11 +85,11 @@ class Instance:
 
 
 @pytest.fixture(scope="module")
-def client_key(tmp_path_factory: pytest.TempPathFactory) -> KeyPair:
+def client_key(tmp_path_factory: pytest.TempPathFactory) -> ClientKey:
     return ensure_client_keypair(tmp_path_factory.mktemp("client") / "id_ed25519", "connect-path-test")
 
 
-def start_sshd(directory: Path, name: str, key: KeyPair) -> LocalSshd:
+def start_sshd(directory: Path, name: str, key: ClientKey) -> LocalSshd:
     seed = hashlib.sha256(f"connect-path test sshd {name}".encode()).digest()
     sshd = LocalSshd(directory, port=free_port(), authorized_keys=[key.public_key], host_key_seed=seed)
     sshd.start()
@@ -97,7 +97,7 @@ def start_sshd(directory: Path, name: str, key: KeyPair) -> LocalSshd:
 
 
 @pytest.fixture(scope="module")
-def instances(tmp_path_factory: pytest.TempPathFactory, client_key: KeyPair) -> Iterator[dict[str, Instance]]:
+def instances(tmp_path_factory: pytest.TempPathFactory, client_key: ClientKey) -> Iterator[dict[str, Instance]]:
     root = tmp_path_factory.mktemp("sshd")
     started: dict[str, Instance] = {}
     try:
@@ -145,7 +145,7 @@ def connect_gateway(
 def ssh_config(
     path: Path,
     instances: Mapping[str, Instance],
-    key: KeyPair,
+    key: ClientKey,
     proxy: str,
     *,
     server_alive: int | None = 15,
@@ -217,7 +217,7 @@ def server_port(result: subprocess.CompletedProcess[str]) -> int:
 
 
 def test_each_authority_reaches_its_own_instance(
-    gateway_factory: Any, instances: dict[str, Instance], client_key: KeyPair, tmp_path: Path
+    gateway_factory: Any, instances: dict[str, Instance], client_key: ClientKey, tmp_path: Path
 ) -> None:
     gateway = connect_gateway(gateway_factory, instances)
     config = ssh_config(tmp_path / "ssh_config", instances, client_key, proxytunnel(gateway.port))
@@ -274,7 +274,7 @@ def socat_proxy(port: int) -> str:
 
 
 def test_http10_connect_needs_the_option(
-    gateway_factory: Any, instances: dict[str, Instance], client_key: KeyPair, tmp_path: Path
+    gateway_factory: Any, instances: dict[str, Instance], client_key: ClientKey, tmp_path: Path
 ) -> None:
     alice = instances["alice"]
     default = connect_gateway(gateway_factory, instances, "default")
@@ -298,7 +298,7 @@ def test_http10_connect_needs_the_option(
 
 
 def test_keepalive_outlives_the_stream_idle_timeout(
-    gateway_factory: Any, instances: dict[str, Instance], client_key: KeyPair, tmp_path: Path
+    gateway_factory: Any, instances: dict[str, Instance], client_key: ClientKey, tmp_path: Path
 ) -> None:
     gateway = connect_gateway(gateway_factory, instances, stream_idle_timeout=3)
     alice = instances["alice"]
@@ -374,7 +374,7 @@ def seed_filters(port: int) -> list[dict[str, Any]]:
     ]
 
 
-def seed_ssh_config(path: Path, sshd: LocalSshd, key: KeyPair, gateway_port: int) -> Path:
+def seed_ssh_config(path: Path, sshd: LocalSshd, key: ClientKey, gateway_port: int) -> Path:
     """The post's ~/.ssh/config (HostName svc-a..., Port 80, proxytunnel), with our gateway and test key."""
     known_hosts = path.parent / "seed_known_hosts"
     known_hosts.write_text(f"svc-a-ns {openssh_public_key(sshd.host_key_seed)}\n")
@@ -395,7 +395,7 @@ def seed_ssh_config(path: Path, sshd: LocalSshd, key: KeyPair, gateway_port: int
 
 
 def test_seed_filter_as_written(
-    gateway_factory: Any, instances: dict[str, Instance], client_key: KeyPair, tmp_path: Path
+    gateway_factory: Any, instances: dict[str, Instance], client_key: ClientKey, tmp_path: Path
 ) -> None:
     """Istio's patch code puts the seed's inline route_config into the HCM's route_specifier oneof, where RDS
     was: the tunnel works (no ignore_port_in_host_matching on that inline table, so `...:80` matches), and every
@@ -418,7 +418,7 @@ def test_seed_filter_as_written(
 
 
 def test_seed_virtual_host_on_istios_route_configuration(
-    gateway_factory: Any, instances: dict[str, Instance], client_key: KeyPair, tmp_path: Path
+    gateway_factory: Any, instances: dict[str, Instance], client_key: ClientKey, tmp_path: Path
 ) -> None:
     """The seed's virtual host (only `svc...local:80`) where Istio keeps routes, with ignore_port_in_host_matching
     on: Envoy strips the port before matching, so the tunnel is a 404, and ssh fails."""

@@ -40,14 +40,14 @@ from ssh_gateway.local.envoy import (
     gateway_route_configuration,
     istio_helper,
 )
-from ssh_gateway.local.sshd import KeyPair, ensure_client_keypair, login_user
+from ssh_gateway.local.sshd import ClientKey, ensure_client_keypair, login_user
 from ssh_gateway.local.sshd_identity import IdentitySshd, mount_secret
 from ssh_gateway.ops.automation import open_stack, remove_stack
 from ssh_gateway.ops.doctor import diagnose, endpoints_from_outputs
+from ssh_gateway.plumbing.loopback import free_port
 
 from .conftest import StackFactory, stack_config
 from .envoy_validate import envoy_validate
-from .local_ports import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -204,7 +204,7 @@ def test_envoyfilters_on_a_real_api_server(
 
 
 @pytest.fixture
-def client_key(tmp_path: Path) -> KeyPair:
+def client_key(tmp_path: Path) -> ClientKey:
     return ensure_client_keypair(tmp_path / "client" / "id_ed25519", "connect-stack-test")
 
 
@@ -219,7 +219,7 @@ def test_ssh_through_pangolin_and_envoy_to_sshd(
     kube: ControlPlane,
     istio_crds: list[str],
     kube_namespace: str,
-    client_key: KeyPair,
+    client_key: ClientKey,
     tmp_path: Path,
 ) -> None:
     """As a connect stack has it, on loopback: the gateway Service is Envoy's listener (targetHost 127.0.0.1,
@@ -296,7 +296,7 @@ def test_ssh_through_pangolin_and_envoy_to_sshd(
                 remove_stack(stack)
 
 
-def ssh_files(directory: Path, outputs: dict[str, Any], key: KeyPair) -> Path:
+def ssh_files(directory: Path, outputs: dict[str, Any], key: ClientKey) -> Path:
     """The stack's `sshConfig` and `knownHosts` outputs as a user would install them, with the test's key. The
     test's `Host *` comes first: ssh takes the first value it finds, so its known_hosts stands in for the
     blocks' `UserKnownHostsFile ~/.ssh/known_hosts.d/...`."""

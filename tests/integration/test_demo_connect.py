@@ -24,14 +24,15 @@ import pytest
 from pulumi import automation as auto
 
 from pangolin_emulator.keys import generate_api_key
-from ssh_gateway.local.envoy import detached_pid, envoy_binary
+from ssh_gateway.local.envoy import detached_envoy_pid, envoy_binary
 from ssh_gateway.local.sshd import login_user, wait_for_port
 from ssh_gateway.ops.automation import open_stack, remove_stack
 from ssh_gateway.ops.doctor.__main__ import main as doctor_main
 from ssh_gateway.ops.doctor.connect import connect_request
+from ssh_gateway.plumbing.loopback import free_port
 from ssh_gateway.plumbing.toolchain import REPO
 
-from .local_ports import free_port, free_port_block
+from .local_ports import free_port_block
 
 pytestmark = pytest.mark.integration
 
@@ -115,7 +116,7 @@ def test_both_families_answer_in_one_run(demo: Demo, capsys: pytest.CaptureFixtu
     assert f"      ssh-gateway.{authority}" in first.stdout
     assert f"ProxyCommand proxytunnel -q -p 127.0.0.1:{demo.connect_port} -d %h:%p" in first.stdout
     envoy_dir = demo.state / "envoy"
-    kept = detached_pid(envoy_dir)
+    kept = detached_envoy_pid(envoy_dir)
     assert kept is not None  # --keep leaves Envoy up with the rest
 
     # No Kubernetes at all: no provider, no Service, no EnvoyFilter (the local stack needs no kubernetes plugin).
@@ -144,7 +145,7 @@ def test_both_families_answer_in_one_run(demo: Demo, capsys: pytest.CaptureFixtu
     assert "no changes" in second.stdout
     assert "stopped the one an earlier --keep run left" in second.stdout
     assert answers(second.stdout) == answers(first.stdout)
-    assert detached_pid(envoy_dir) is None  # started by this run (not --keep): stopped with it
+    assert detached_envoy_pid(envoy_dir) is None  # started by this run (not --keep): stopped with it
 
     down = demo.run("down")
     assert down.returncode == 0, down.stdout + down.stderr

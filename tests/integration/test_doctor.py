@@ -32,11 +32,12 @@ from ssh_gateway.ops.automation import open_stack, remove_stack
 from ssh_gateway.ops.doctor import diagnose, endpoints_from_outputs
 from ssh_gateway.ops.doctor.__main__ import main as doctor_main
 from ssh_gateway.ops.host_identity_files import stack_identity_files
+from ssh_gateway.plumbing.loopback import free_port
 from ssh_gateway.plumbing.toolchain import REPO
 from tests.host_keys import sign_host_certificate, validity_for_days
 
 from .conftest import change_by_hand, stack_config
-from .local_ports import free_port, free_port_block
+from .local_ports import free_port_block
 
 pytestmark = pytest.mark.integration
 

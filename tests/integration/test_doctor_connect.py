@@ -22,10 +22,11 @@ import pytest
 
 from ssh_gateway.core.connect import ConnectGateway, ConnectInstance, connect_cluster, connect_manifests
 from ssh_gateway.core.host_identity import openssh_public_key
-from ssh_gateway.local.envoy import EnvoyGateway, free_port
+from ssh_gateway.local.envoy import EnvoyGateway
 from ssh_gateway.local.sshd import LocalSshd, ensure_client_keypair, login_user
 from ssh_gateway.ops.doctor import InstanceReport, diagnose, endpoints_from_outputs, render
 from ssh_gateway.ops.doctor.model import Endpoint
+from ssh_gateway.plumbing.loopback import free_port
 
 pytestmark = pytest.mark.integration
 

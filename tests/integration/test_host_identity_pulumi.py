@@ -17,14 +17,13 @@ from pulumi import automation as auto
 from pulumi.automation import OpType
 
 from ssh_gateway.core import host_identity as hi
-from ssh_gateway.local.sshd import KeyPair as ClientKeys
-from ssh_gateway.local.sshd import ensure_client_keypair
+from ssh_gateway.local.sshd import ClientKey, ensure_client_keypair
 from ssh_gateway.local.sshd_identity import IdentitySshd, mount_secret
 from ssh_gateway.ops.automation import open_stack, remove_stack, state_file
+from ssh_gateway.plumbing.loopback import free_port
 from tests.host_keys import checked_secret_files, key_pair_from_private_seed
 
 from .cli import pulumi
-from .local_ports import free_port
 from .secret_scan import key_material, seed_fragments
 from .strict_ssh import GREETING, strict_ssh
 
@@ -160,7 +159,7 @@ def serve_and_connect(tmp_path: Path, identities: Identities, instance: str) -> 
         certificate=host["certificate"],
     )
     run = tmp_path / f"{instance}-{uuid.uuid4().hex[:6]}"
-    client: ClientKeys = ensure_client_keypair(tmp_path / "client" / "id_ed25519", "host-identity-pulumi")
+    client: ClientKey = ensure_client_keypair(tmp_path / "client" / "id_ed25519", "host-identity-pulumi")
     sshd = IdentitySshd(
         run / "sshd",
         mount_dir=mount_secret(run / "secret", data),

@@ -14,12 +14,11 @@ import pytest
 
 from ssh_gateway.core import host_identity as hi
 from ssh_gateway.core.trust import plain_line
-from ssh_gateway.local.sshd import KeyPair as ClientKeys
-from ssh_gateway.local.sshd import ensure_client_keypair
+from ssh_gateway.local.sshd import ClientKey, ensure_client_keypair
 from ssh_gateway.local.sshd_identity import IdentitySshd, mount_secret
+from ssh_gateway.plumbing.loopback import free_port
 from tests.host_keys import checked_secret_files, sign_host_certificate, validity_for_days
 
-from .local_ports import free_port
 from .strict_ssh import GREETING, strict_ssh
 
 pytestmark = pytest.mark.integration
@@ -40,7 +39,7 @@ def host_key() -> hi.KeyPair:
 
 
 @pytest.fixture(scope="module")
-def client(tmp_path_factory: pytest.TempPathFactory) -> ClientKeys:
+def client(tmp_path_factory: pytest.TempPathFactory) -> ClientKey:
     return ensure_client_keypair(tmp_path_factory.mktemp("client") / "id_ed25519", "host-identity-test")
 
 
@@ -59,7 +58,7 @@ Serve = Callable[..., IdentitySshd]
 
 
 @pytest.fixture
-def serve(tmp_path: Path, client: ClientKeys, host_key: hi.KeyPair) -> Iterator[Serve]:
+def serve(tmp_path: Path, client: ClientKey, host_key: hi.KeyPair) -> Iterator[Serve]:
     """Starts sshd with `certificate` (and the host key) mounted as a pod mounts its Secret."""
     started: list[IdentitySshd] = []
 
@@ -86,7 +85,7 @@ def ca_line(ca: hi.KeyPair) -> list[str]:
 
 @pytest.mark.parametrize("mode", [0o600, 0o400])
 def test_ca_line_alone_lets_ssh_in_without_a_prompt(
-    tmp_path: Path, serve: Serve, client: ClientKeys, ca: hi.KeyPair, host_key: hi.KeyPair, mode: int
+    tmp_path: Path, serve: Serve, client: ClientKey, ca: hi.KeyPair, host_key: hi.KeyPair, mode: int
 ) -> None:
     sshd = serve(issue(ca, host_key), mode=mode)
     mounted = sshd.mount_dir / hi.HOST_KEY_FILE
@@ -102,7 +101,7 @@ def test_ca_line_alone_lets_ssh_in_without_a_prompt(
 
 
 def test_plain_per_instance_line_works_without_the_ca(
-    tmp_path: Path, serve: Serve, client: ClientKeys, ca: hi.KeyPair, host_key: hi.KeyPair
+    tmp_path: Path, serve: Serve, client: ClientKey, ca: hi.KeyPair, host_key: hi.KeyPair
 ) -> None:
     sshd = serve(issue(ca, host_key))
     result = strict_ssh(tmp_path, client, [plain_line(HOST, host_key.public_key)], host=HOST, port=sshd.port)
@@ -112,7 +111,7 @@ def test_plain_per_instance_line_works_without_the_ca(
 
 
 def test_overlapping_ca_lines_accept_either_ca(
-    tmp_path: Path, serve: Serve, client: ClientKeys, ca: hi.KeyPair, host_key: hi.KeyPair
+    tmp_path: Path, serve: Serve, client: ClientKey, ca: hi.KeyPair, host_key: hi.KeyPair
 ) -> None:
     previous = hi.generate_key_pair()
     both = hi.cert_authority_lines(PATTERNS, [ca.public_key, previous.public_key])
@@ -138,7 +137,7 @@ def test_doctor_reads_the_served_certificate(serve: Serve, ca: hi.KeyPair, host_
 
 @pytest.mark.parametrize("case", ["another CA", "expired", "wrong principal"])
 def test_ssh_refuses_a_bad_certificate(
-    tmp_path: Path, serve: Serve, client: ClientKeys, ca: hi.KeyPair, host_key: hi.KeyPair, case: str
+    tmp_path: Path, serve: Serve, client: ClientKey, ca: hi.KeyPair, host_key: hi.KeyPair, case: str
 ) -> None:
     now = int(time.time())
     certificate, said, doctor_says = {

@@ -29,15 +29,15 @@ from pangolin_emulator.harness import EmulatorHandle, running_emulator
 from ssh_gateway.core import host_identity as hi
 from ssh_gateway.core.names import HOST_CA_TYPE, HOST_KEY_ROOT_TYPE, HOST_KEY_TYPE, SECRET_TYPE
 from ssh_gateway.local.control_plane import ControlPlane
-from ssh_gateway.local.sshd import KeyPair as ClientKeys
-from ssh_gateway.local.sshd import ensure_client_keypair
+from ssh_gateway.local.sshd import ClientKey, ensure_client_keypair
 from ssh_gateway.local.sshd_identity import IdentitySshd, mount_secret
+from ssh_gateway.plumbing.loopback import free_port
 from ssh_gateway.plumbing.toolchain import REPO
 from tests.host_keys import checked_secret_files, key_pair_from_private_seed
 
 from .cli import pulumi, run
 from .conftest import StackFactory, exported_resources, stack_config
-from .local_ports import free_port, free_port_block
+from .local_ports import free_port_block
 from .secret_scan import key_material, seed_fragments
 from .strict_ssh import GREETING, strict_ssh
 
@@ -67,7 +67,7 @@ class World:
         self.kube, self.emulator, self.make_stack, self.root = kube, emulator, make_stack, root
         self.logs: list[str] = []
         self.private_keys: set[str] = set()
-        self.client: ClientKeys = ensure_client_keypair(root / "client" / "id_ed25519", "host-identity-stack")
+        self.client: ClientKey = ensure_client_keypair(root / "client" / "id_ed25519", "host-identity-stack")
         self.sshds: list[IdentitySshd] = []
         self.stack: auto.Stack | None = None
 

@@ -43,7 +43,7 @@ from ssh_gateway.core.connect import (
     instance_route_filter,
 )
 from ssh_gateway.local.control_plane import ControlPlane
-from ssh_gateway.local.envoy import EnvoyError, free_port, gateway_listener, gateway_route_configuration
+from ssh_gateway.local.envoy import EnvoyError, gateway_listener, gateway_route_configuration
 from ssh_gateway.local.istiod import (
     Istiod,
     IstiodError,
@@ -54,7 +54,8 @@ from ssh_gateway.local.istiod import (
     gateway_service,
     workload_entry,
 )
-from ssh_gateway.local.sshd import KeyPair, LocalSshd, ensure_client_keypair, login_user
+from ssh_gateway.local.sshd import ClientKey, LocalSshd, ensure_client_keypair, login_user
+from ssh_gateway.plumbing.loopback import free_port
 from ssh_gateway.plumbing.toolchain import ToolchainMissing
 
 from .conftest import StackFactory, stack_config
@@ -188,12 +189,12 @@ def mesh(kube: ControlPlane, istio_crds: list[str], tmp_path_factory: pytest.Tem
 
 
 @pytest.fixture(scope="module")
-def client_key(tmp_path_factory: pytest.TempPathFactory) -> KeyPair:
+def client_key(tmp_path_factory: pytest.TempPathFactory) -> ClientKey:
     return ensure_client_keypair(tmp_path_factory.mktemp("client") / "id_ed25519", "istiod-gateway-test")
 
 
 @pytest.fixture(scope="module")
-def sshds(tmp_path_factory: pytest.TempPathFactory, client_key: KeyPair) -> Iterator[dict[str, LocalSshd]]:
+def sshds(tmp_path_factory: pytest.TempPathFactory, client_key: ClientKey) -> Iterator[dict[str, LocalSshd]]:
     root = tmp_path_factory.mktemp("sshd")
     started: dict[str, LocalSshd] = {}
     try:
@@ -302,7 +303,7 @@ def service_selector(kube: ControlPlane, namespace: str, name: str) -> dict[str,
 def test_ssh_through_istiods_gateway(
     mesh: Mesh,
     sshds: dict[str, LocalSshd],
-    client_key: KeyPair,
+    client_key: ClientKey,
     kube_namespace: str,
     emulator: EmulatorHandle,
     make_stack: StackFactory,
@@ -357,7 +358,7 @@ SEED_SERVICE = "svc-a"
 
 
 def test_seed_b_filters_break_the_virtual_service(
-    mesh: Mesh, sshds: dict[str, LocalSshd], client_key: KeyPair, tmp_path: Path
+    mesh: Mesh, sshds: dict[str, LocalSshd], client_key: ClientKey, tmp_path: Path
 ) -> None:
     """Seed B's filters as written (on our listener port): their MERGE of an inline `route_config` replaces the
     HCM's RDS, so the tunnel to `svc-a.ns...:80` works, and the VirtualService, which lives in istiod's route

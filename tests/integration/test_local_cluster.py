@@ -11,8 +11,7 @@ import pytest
 
 from ssh_gateway.local import local_cluster
 from ssh_gateway.local.control_plane import ControlPlane
-
-from .local_ports import free_port
+from ssh_gateway.plumbing.loopback import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -23,10 +22,10 @@ SERVED = {"/apis/networking.istio.io/v1alpha3": "EnvoyFilter", "/apis/networking
 def test_local_cluster_start_installs_istio_crds(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr(local_cluster, "LOCAL_ROOT", tmp_path / "local-cluster")
-    monkeypatch.setattr(local_cluster, "LOCAL_STATE", tmp_path / "local-cluster" / "state.json")
+    monkeypatch.setattr(local_cluster, "CLUSTER_ROOT", tmp_path / "local-cluster")
+    monkeypatch.setattr(local_cluster, "CLUSTER_STATE", tmp_path / "local-cluster" / "state.json")
     ports = {"api_port": free_port(), "etcd_port": free_port(), "etcd_peer_port": free_port()}
-    monkeypatch.setattr(local_cluster, "LOCAL_PORTS", ports)
+    monkeypatch.setattr(local_cluster, "CLUSTER_PORTS", ports)
     assert local_cluster.main(["start"]) == 0
     try:
         assert "Istio's CRDs:" in capsys.readouterr().out

@@ -29,9 +29,10 @@ from ssh_gateway.core.host_identity import openssh_public_key
 from ssh_gateway.local.sshd import LocalSshd, login_user, wait_for_port
 from ssh_gateway.ops.automation import open_stack, remove_stack
 from ssh_gateway.ops.doctor.__main__ import main as doctor_main
+from ssh_gateway.plumbing.loopback import free_port
 from ssh_gateway.plumbing.toolchain import REPO
 
-from .local_ports import free_port, free_port_block
+from .local_ports import free_port_block
 
 pytestmark = pytest.mark.integration
 

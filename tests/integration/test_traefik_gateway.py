@@ -21,14 +21,15 @@ import pytest
 from pulumi import automation as auto
 
 from pangolin_emulator.harness import EmulatorHandle, running_emulator
-from ssh_gateway.local.sshd import KeyPair, LocalSshd, ensure_client_keypair, login_user
+from ssh_gateway.local.sshd import ClientKey, LocalSshd, ensure_client_keypair, login_user
 from ssh_gateway.local.traefik import TraefikProcess
 from ssh_gateway.ops.automation import open_stack, remove_stack
 from ssh_gateway.ops.doctor.__main__ import main as doctor_main
 from ssh_gateway.ops.doctor.traefik import check_entry_points
+from ssh_gateway.plumbing.loopback import free_port
 
 from .conftest import stack_config
-from .local_ports import free_port, free_port_block
+from .local_ports import free_port_block
 
 pytestmark = pytest.mark.integration
 
@@ -39,7 +40,7 @@ class Gateway:
     emulator: EmulatorHandle
     stack: auto.Stack
     traefik: TraefikProcess
-    client: KeyPair
+    client: ClientKey
     ports: range
     sshds: dict[str, LocalSshd] = field(default_factory=dict)
     outputs: dict[str, Any] = field(default_factory=dict)

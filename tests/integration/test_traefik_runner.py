@@ -14,8 +14,7 @@ import pytest
 
 from pangolin_emulator.harness import EmulatorHandle, running_emulator
 from ssh_gateway.local.traefik import TraefikProcess
-
-from .local_ports import free_port
+from ssh_gateway.plumbing.loopback import free_port
 
 pytestmark = pytest.mark.integration
 

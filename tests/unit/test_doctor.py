@@ -22,8 +22,8 @@ from ssh_gateway.ops.doctor.checks import (
     check_dns,
     check_host_identity,
     check_tcp,
-    fingerprint,
     judge_certificates,
+    key_fingerprint,
 )
 from ssh_gateway.ops.doctor.connect import check_connect
 from tests.host_keys import sign_host_certificate, validity_for_days
@@ -205,8 +205,8 @@ def test_unresolvable_name_fails_the_dns_layer() -> None:
     assert "DNS record" in check.fix
 
 
-def test_fingerprint_is_ssh_keygen_style() -> None:
-    assert fingerprint(KEY).startswith("SHA256:") and "=" not in fingerprint(KEY)
+def test_key_fingerprint_is_ssh_keygen_style() -> None:
+    assert key_fingerprint(KEY).startswith("SHA256:") and "=" not in key_fingerprint(KEY)
 
 
 # --- the report ---------------------------------------------------------------------------------

@@ -24,9 +24,9 @@ from ssh_gateway.core.host_identity import (
     HostIdentityError,
     RejectReason,
     certificates_in_keyscan,
+    fingerprint,
     verify_host_certificate,
 )
-from ssh_gateway.core.host_identity import fingerprint as certified_fingerprint
 from ssh_gateway.core.names import entry_point_name, host_key_secret_name
 
 from .model import Check, Endpoint
@@ -38,8 +38,8 @@ __all__ = [
     "check_host_identity",
     "check_host_key",
     "check_tcp",
-    "fingerprint",
     "judge_certificates",
+    "key_fingerprint",
     "network_checks",
 ]
 
@@ -173,7 +173,7 @@ def check_banner(sock: socket.socket, where: str, timeout: float) -> Check:
     )
 
 
-def fingerprint(key: str) -> str:
+def key_fingerprint(key: str) -> str:
     """`SHA256:...` of `keytype base64`, as ssh-keygen -l prints it."""
     blob = base64.b64decode(key.split()[1])
     return "SHA256:" + base64.b64encode(hashlib.sha256(blob).digest()).decode().rstrip("=")
@@ -203,12 +203,12 @@ def check_host_key(host: str, port: int, pinned: str | None, timeout: float) -> 
         )
     want = " ".join(pinned.split()[:2])
     if want in offered:
-        return Check("hostkey", "ok", f"{key_type} {fingerprint(want)} as pinned")
+        return Check("hostkey", "ok", f"{key_type} {key_fingerprint(want)} as pinned")
     return Check(
         "hostkey",
         "fail",
-        f"host key mismatch: [{host}]:{port} presents {key_type} {fingerprint(offered[0])}, the stack pins "
-        f"{fingerprint(want)}",
+        f"host key mismatch: [{host}]:{port} presents {key_type} {key_fingerprint(offered[0])}, the stack pins "
+        f"{key_fingerprint(want)}",
         "if the instance was rebuilt, put its new key in the instance's hostKey and run pulumi up; otherwise "
         "something else answers on this port: do not connect",
     )
@@ -261,7 +261,7 @@ def judge_certificates(
             "hostidentity",
             "ok",
             f"certificate of {verified.fingerprint} for {principal}, signed by the stack's CA "
-            f"{certified_fingerprint(verified.ca_public_key)}, valid until {until}",
+            f"{fingerprint(verified.ca_public_key)}, valid until {until}",
         )
     first = rejected[0]
     return Check("hostidentity", "fail", f"{_IDENTITY}: {first}", _FIXES[first.reason])

@@ -25,7 +25,7 @@ from pathlib import Path
 from ssh_gateway.core.connect import SSH_PORT, proxytunnel_command
 from ssh_gateway.core.outputs import GatewayKind
 
-from .checks import Deadline, check_banner, check_dns, check_host_identity, check_tcp, fingerprint
+from .checks import Deadline, check_banner, check_dns, check_host_identity, check_tcp, key_fingerprint
 from .model import Check, Endpoint
 
 __all__ = [
@@ -179,12 +179,12 @@ def check_connect_host_key(endpoint: Endpoint, timeout: float) -> Check:
             "hostkey",
             "fail",
             f"host key mismatch: {endpoint.alias} ({endpoint.authority}) {presented}the stack pins "
-            f"{fingerprint(pinned)}",
+            f"{key_fingerprint(pinned)}",
             "if the instance was rebuilt, put its new key in the instance's hostKey and run pulumi up; otherwise "
             "another server answers for this authority: do not connect",
         )
     if "Permission denied" in said or result.returncode == 0:
-        return Check("hostkey", "ok", f"{key_type} {fingerprint(pinned)} as pinned (under {endpoint.alias})")
+        return Check("hostkey", "ok", f"{key_type} {key_fingerprint(pinned)} as pinned (under {endpoint.alias})")
     last = said.strip().splitlines()[-1] if said.strip() else f"ssh exited {result.returncode}"
     return Check("hostkey", "warn", f"host key not checked: {last}")
 

@@ -8,6 +8,10 @@ so they need no resource of their own.
 
 The providers hold no attributes: nothing but the classes' names is pickled into `__provider`, so it need
 not be a secret; this module never puts a private key into an error message.
+
+Do not move or rename this module or its provider classes: each resource's `__provider` in every stack's state is a
+pickle of `providers.host_identity.provider` `SshHostCaProvider`, `SshHostKeyRootProvider` and `SshHostKeyProvider`
+(providers/__init__.py; pinned by tests/unit/test_provider_paths.py).
 """
 
 from __future__ import annotations

@@ -14,6 +14,10 @@ a resource: a conflict needs a new binding, and the newer binding's run is the o
 resources are found in the listing by their names (`<project>/<stack>/<instance>`). The CONNECT entry's
 resource is one of them, as `@connect` (its name, `connect_resource_name`): its port is fixed by config, so
 the next run does not move it, and its preview refuses the port while the older owner holds it.
+
+Do not move or rename this module or its provider class: each resource's `__provider` in every stack's state is a
+pickle of `providers.pangolin.port_check` `PortCheckProvider` (providers/__init__.py; pinned by
+tests/unit/test_provider_paths.py).
 """
 
 from __future__ import annotations

@@ -7,6 +7,10 @@ The provider instance is pickled into every resource's `__provider` input (with 
 reference: this module has no import-time side effects) and unpickled in the provider process.
 It holds only plain numbers and strings; the API key arrives later through `configure`, is
 never pickled, and the HTTP client is built inside each call.
+
+Do not move or rename this module or its provider class: each resource's `__provider` in every stack's state is a
+pickle of `providers.pangolin.provider` `PangolinTcpProvider` (providers/__init__.py; pinned by
+tests/unit/test_provider_paths.py).
 """
 
 from __future__ import annotations

@@ -11,6 +11,10 @@ org); `check` uses it and drops it, so it is neither stored in state nor part of
 applies the lowest-id rule (`ssh_gateway.core.org.contest`): new instances avoid every held port, and an
 instance whose port an older resource of someone else owns (an overlapping run of another stack got there
 first) moves to a free one, which the preview shows as its new `proxyPort`.
+
+Do not move or rename this module or its provider class: each resource's `__provider` in every stack's state is a
+pickle of `providers.port_allocation.provider` `PortAllocationProvider` (providers/__init__.py; pinned by
+tests/unit/test_provider_paths.py).
 """
 
 from __future__ import annotations

@@ -27,6 +27,12 @@ def validity_for_days(days: int, *, now: int | None = None) -> hi.Validity:
     return hi.Validity(valid_after=issued - hi.CLOCK_SKEW_SECONDS, valid_before=issued + days * DAY)
 
 
+def renewal_due(valid_after: int, valid_before: int, *, now: int) -> bool:
+    """True once less than a third of a certificate's validity is left: when the product's next validity
+    window must have begun, so that a stack run at least that often never serves an expired certificate."""
+    return now >= valid_before - (valid_before - valid_after) // 3
+
+
 def sign_host_certificate(
     *,
     ca_private_key: str,

@@ -22,7 +22,8 @@ from .provider import SshHostCaProvider, SshHostKeyRootProvider
 __all__ = ["DEFAULT_VALID_DAYS", "SshHostCa", "SshHostCaArgs", "SshHostKeyRoot"]
 
 DEFAULT_VALID_DAYS: Final = 365
-"""A year; the certificate is re-issued by the first `up` after two thirds of it (see `renewal_due`)."""
+"""A year; the certificate is re-issued by the first `up` after two thirds of it (`certificate_validity` of
+`ssh_gateway.core.derived_identity`)."""
 
 
 @dataclass(frozen=True, kw_only=True)

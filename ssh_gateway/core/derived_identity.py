@@ -119,7 +119,7 @@ def certificate_validity(valid_days: int, now: int) -> Validity:
     `CLOCK_SKEW_SECONDS`), windows of two thirds of `valid_days` counted from the Unix epoch.
 
     Every run inside one window gives the same validity (so the same certificate); the next window's
-    certificate replaces it when a third of its validity is left, as `renewal_due` says for a stored one.
+    certificate replaces it when a third of its validity is left.
     """
     if isinstance(valid_days, bool) or not isinstance(valid_days, int) or not 1 <= valid_days <= MAX_VALID_DAYS:
         raise HostIdentityError(

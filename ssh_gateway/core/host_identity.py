@@ -74,7 +74,6 @@ __all__ = [
     "parse_public_key",
     "private_seed",
     "public_key_of",
-    "renewal_due",
     "secret_files",
     "ssh_config_identity_lines",
     "sshd_config_lines",
@@ -284,13 +283,6 @@ class Validity:
                 f"validity from {self.valid_after} to {self.valid_before} is empty or out of range: "
                 "valid_after must be before valid_before"
             )
-
-
-def renewal_due(valid_after: int, valid_before: int, *, now: int | None = None) -> bool:
-    """True once less than a third of a certificate's validity is left: then the next `up` re-issues it, so a
-    stack that runs at least that often never serves an expired certificate."""
-    current = int(time.time()) if now is None else now
-    return current >= valid_before - (valid_before - valid_after) // 3
 
 
 @dataclass(frozen=True)

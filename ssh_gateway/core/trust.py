@@ -35,7 +35,6 @@ __all__ = [
     "host_key_alias",
     "known_hosts_file",
     "lookup_key",
-    "lookup_name",
     "parse_known_hosts",
     "plain_line",
     "principals",
@@ -59,11 +58,6 @@ def shares_host_name(host_template: str) -> bool:
 def host_key_alias(host_template: str, instance: str) -> str | None:
     """The instance's `HostKeyAlias` where instances share a HostName (its ssh alias), else None."""
     return ssh_alias(instance) if shares_host_name(host_template) else None
-
-
-def lookup_name(host_template: str, instance: str) -> str:
-    """The name ssh looks the instance's key up under, without the port: its alias, else its public host."""
-    return host_key_alias(host_template, instance) or public_host(host_template, instance)
 
 
 def principals(host_template: str, instance: str) -> tuple[str, ...]:

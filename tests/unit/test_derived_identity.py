@@ -14,7 +14,7 @@ import pytest
 
 from ssh_gateway.core import host_identity as hi
 from ssh_gateway.core.derived_identity import certificate_validity, derive_identity, derived_host_key, next_window_start
-from tests.host_keys import checked_secret_files, key_pair_from_private_seed
+from tests.host_keys import checked_secret_files, key_pair_from_private_seed, renewal_due
 
 pytestmark = pytest.mark.unit
 
@@ -110,7 +110,7 @@ def test_validity_comes_in_windows_of_two_thirds() -> None:
     assert certificate_validity(30, start + window - 1) == validity
     following = certificate_validity(30, start + window)
     assert following.valid_after == validity.valid_after + window
-    assert not hi.renewal_due(validity.valid_after, validity.valid_before, now=start + window - hi.CLOCK_SKEW_SECONDS)
+    assert not renewal_due(validity.valid_after, validity.valid_before, now=start + window - hi.CLOCK_SKEW_SECONDS)
     assert validity.valid_before - (start + window) >= 10 * DAY  # a third left when the next one takes over
 
 

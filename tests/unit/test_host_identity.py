@@ -250,13 +250,6 @@ def test_validity_must_not_be_empty() -> None:
         hi.Validity(valid_after=NOW, valid_before=NOW)
 
 
-def test_renewal_is_due_in_the_last_third() -> None:
-    after, before = NOW, NOW + 90 * DAY
-    assert not hi.renewal_due(after, before, now=NOW + 59 * DAY)
-    assert hi.renewal_due(after, before, now=NOW + 60 * DAY)
-    assert hi.renewal_due(after, before, now=NOW + 100 * DAY)
-
-
 def test_keyscan_output_yields_the_certificates(ca: hi.KeyPair, host: hi.KeyPair) -> None:
     certificate = _certificate(ca, host)
     output = (

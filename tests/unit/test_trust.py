@@ -21,7 +21,6 @@ def test_a_template_with_the_instance_needs_no_alias() -> None:
     template = "ssh-{instance}.example.com"
     assert not trust.shares_host_name(template)
     assert trust.host_key_alias(template, "gpu-01") is None
-    assert trust.lookup_name(template, "gpu-01") == "ssh-gpu-01.example.com"
     assert trust.principals(template, "gpu-01") == ("ssh-gpu-01", "ssh-gpu-01.example.com")
     assert trust.ca_patterns(template) == ("ssh-*.example.com", "[ssh-*.example.com]:*")
 
@@ -29,7 +28,6 @@ def test_a_template_with_the_instance_needs_no_alias() -> None:
 def test_a_shared_host_name_uses_the_ssh_alias() -> None:
     assert trust.shares_host_name("127.0.0.1")
     assert trust.host_key_alias("127.0.0.1", "gpu-01") == "ssh-gpu-01"
-    assert trust.lookup_name("127.0.0.1", "gpu-01") == "ssh-gpu-01"
     assert trust.principals("127.0.0.1", "gpu-01") == ("127.0.0.1", "ssh-gpu-01")
     assert trust.ca_patterns("127.0.0.1") == ("127.0.0.1", "[127.0.0.1]:*", "ssh-*", "[ssh-*]:*")
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pulumi
@@ -33,10 +34,12 @@ def nsg_rule(
     *,
     rule_name: str,
     description: str,
-    port: pulumi.Input[str],
+    port: pulumi.Input[str] | None = None,
+    port_ranges: pulumi.Input[Sequence[str]] | None = None,
     opts: pulumi.ResourceOptions,
 ) -> azure_native.network.SecurityRule:
-    """One inbound TCP allow rule for `port` from `fw.sources`.
+    """One inbound TCP allow rule for `port` (or every entry of `port_ranges`, e.g. `40001-40007`) from
+    `fw.sources`.
 
     A standalone SecurityRule, never inline rules on the NSG: inline rules make every NSG update delete and
     re-add the standalone ones (pulumi-azure-native#3359). Callers make it depend on the Pangolin resource of
@@ -59,5 +62,6 @@ def nsg_rule(
         source_address_prefixes=several,
         destination_address_prefix="*",
         destination_port_range=port,
+        destination_port_ranges=port_ranges,
         opts=opts,
     )

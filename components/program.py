@@ -27,7 +27,7 @@ from providers.sdk_patches import patch_the_sdk
 from ssh_gateway.core.connect import ConnectGateway, Entry, PangolinEntry, StandaloneEnvoy, envoy_bootstrap_yaml
 from ssh_gateway.core.credentials import find_api_key
 from ssh_gateway.core.derived_names import check_derived_names
-from ssh_gateway.core.firewall import Sources, connect_priority, nsg_priority
+from ssh_gateway.core.firewall import RuleDesign, Sources, connect_priority, nsg_priority
 from ssh_gateway.core.host_identity import cert_authority_lines, private_seed
 from ssh_gateway.core.issued_identity import issued_identity
 from ssh_gateway.core.names import (
@@ -39,6 +39,7 @@ from ssh_gateway.core.names import (
     pangolin_resource_name,
     public_host,
 )
+from ssh_gateway.core.nsg_fit import NsgView
 from ssh_gateway.core.org import OrgView
 from ssh_gateway.core.outputs import (
     connect_endpoint,
@@ -76,6 +77,7 @@ from .connect_ssh_instance import ConnectSshInstance, ConnectSshInstanceArgs
 from .firewall_rule import FirewallRuleArgs
 from .host_identity import HostIdentityArgs, Signing
 from .pangolin_tcp import PangolinTargetArgs
+from .port_firewall import merged_firewall
 from .ssh_instance import SshInstance, SshInstanceArgs
 
 __all__ = ["build", "check_connect_port", "load_settings", "read_pangolin_org", "run"]
@@ -162,8 +164,11 @@ def check_connect_port(settings: Settings, org: OrgView, *, project: str, stack:
         )
 
 
-def build(settings: Settings, *, org: OrgView, project: str, stack: str) -> dict[str, object]:
-    """Registers the allocation, every instance, the CONNECT entry and their providers; returns the outputs."""
+def build(
+    settings: Settings, *, org: OrgView, project: str, stack: str, nsg: NsgView | None = None
+) -> dict[str, object]:
+    """Registers the allocation, every instance, the CONNECT entry and their providers; returns the outputs.
+    `nsg`: the stack's NSG as read at preview (its merged rules keep the priorities they hold)."""
     for warning in settings.warnings():
         pulumi.log.warn(warning)
     port_range = settings.ports.range
@@ -196,6 +201,10 @@ def build(settings: Settings, *, org: OrgView, project: str, stack: str) -> dict
             )
             for inst in port_mode
         }
+    if allocation is not None:
+        pangolin = {name: i.pangolin for name, i in by_port.items()}
+        held = nsg.held(project, stack) if nsg is not None else {}
+        merged_firewall(settings, allocation.ports, pangolin, project=project, stack=stack, held=held)
     endpoints: dict[str, object] = {name: _port_endpoint(i) for name, i in by_port.items()}
     connect: dict[str, object] | None = None
     envoy_config: str | None = None
@@ -417,7 +426,7 @@ def _instance_args(
     port = allocation.ports.apply(lambda ports: int(ports[inst.name]))
     fw = settings.firewall
     firewall = None
-    if isinstance(fw, FirewallOn):
+    if isinstance(fw, FirewallOn) and fw.rules == RuleDesign.PER_INSTANCE:
         priority = port.apply(lambda p: nsg_priority(p, port_range, fw.priority_base))
         firewall = _firewall_args(fw, inst.source_cidrs or fw.source_cidrs, priority)
     name = pangolin_resource_name(project, stack, inst.name)

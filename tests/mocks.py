@@ -11,6 +11,9 @@ from providers.host_identity import SshHostCaProvider, SshHostKeyRootProvider
 from providers.port_allocation.provider import PortAllocationProvider
 from ssh_gateway.core.names import ALLOCATION_TYPE, HOST_CA_TYPE, HOST_KEY_ROOT_TYPE, PANGOLIN_TYPE, SERVICE_TYPE
 
+NSG_READ = "azure-native:network:getNetworkSecurityGroup"
+"""azure-native's read of a network security group (an invoke), which the program's firewall check makes."""
+
 ASSIGNED_NODE_PORT = 31022
 """The nodePort the mocked API server assigns to a NodePort Service."""
 
@@ -35,6 +38,10 @@ class RecordingMocks(pulumi.runtime.Mocks):
 
     def __init__(self) -> None:
         self.registered: list[pulumi.runtime.MockResourceArgs] = []
+        self.nsg_rules: list[dict[str, Any]] | None = []
+        """What azure-native's `getNetworkSecurityGroup` answers as the NSG's `securityRules` (Azure's property
+        names); None: the NSG is not there, and the read fails as azure-native's does on a 404."""
+        self.calls: list[pulumi.runtime.MockCallArgs] = []
         self.kept: dict[tuple[str, Any], dict[str, Any]] = {}
         """Each CA and host-key root drawn, by name: kept across runs, as the engine keeps them in state."""
 
@@ -60,8 +67,14 @@ class RecordingMocks(pulumi.runtime.Mocks):
             port.setdefault("nodePort", ASSIGNED_NODE_PORT)
         return f"{args.name}-id", state
 
-    def call(self, _args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[Any] | None]:
-        return {}, None
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[Any]]:
+        # No failures is an empty list: the SDK's mock monitor iterates it (None fails there).
+        self.calls.append(args)
+        if args.token == NSG_READ:
+            if self.nsg_rules is None:
+                raise RuntimeError(f"NotFound: network security group {args.args['networkSecurityGroupName']!r}")
+            return {"name": args.args["networkSecurityGroupName"], "securityRules": self.nsg_rules}, []
+        return {}, []
 
     def of_type(self, typ: str) -> list[pulumi.runtime.MockResourceArgs]:
         return [r for r in self.registered if r.typ == typ]

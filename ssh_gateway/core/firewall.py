@@ -1,16 +1,30 @@
-"""The firewall's vocabulary: who may connect (CIDRs or one Azure service tag) and the NSG priority rule.
+"""The firewall's vocabulary: who may connect (CIDRs or one Azure service tag), the rule designs and priorities.
 
-An instance's inbound rule has priority `priorityBase + (port - range start)`: a bijection on the range, so
-priorities are unique across the stack's rules and an instance's priority changes only with its port. The
-CONNECT port's one rule takes the priority just below that block (`priorityBase - 1`), or, when the block starts
-at Azure's lowest, the one just above it: never one of the per-port priorities.
+A stack's priorities are the block `priorityBase .. priorityBase + range size - 1` (shards sharing an NSG give
+each other disjoint blocks: docs/scaling.md). Two rule designs use it (`ssh-gateway:firewall.rules`):
+
+- `merged` (the default): one rule per distinct set of sources, carrying every port of the instances with that
+  set in `destinationPortRanges`, contiguous ports merged ("40001-40007"). Its priority is a slot counted down
+  from the block's second-highest priority, the stack's default sources in slot 0: fixed by the config, not by
+  any port. A +1 or a removal is one update of one rule; 10,000 instances in 40 shards are 40 rules.
+  Azure documents no limit on the entries of `destinationPortRanges` (its limits page lists rules per NSG,
+  addresses per NSG and application security groups per rule), so one rule holds a set's ports, whatever many.
+- `perInstance`: one rule per instance, priority `priorityBase + (port - range start)`: a bijection on the
+  range, so priorities are unique across the stack's rules and an instance's priority changes only with its
+  port. A +1 is one create; the rules (at most 1,000 per NSG) bound the stack.
+
+The CONNECT port's one rule takes the priority just below the block (`priorityBase - 1`), or, when the block
+starts at Azure's lowest, the one just above it: never one of the block's. The merged slots skip the block's
+highest priority, which is the next shard's CONNECT priority where shards sit side by side.
 """
 
 from __future__ import annotations
 
+import hashlib
 import ipaddress
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Final
 
 from .ports import PortRange
@@ -19,22 +33,35 @@ __all__ = [
     "AZURE_PRIORITY_MAX",
     "AZURE_PRIORITY_MIN",
     "DEFAULT_PRIORITY_BASE",
+    "MERGED_SLOTS",
     "PRIORITY_BASE_KEY",
+    "RULES_KEY",
     "SERVICE_TAGS",
     "WORLD",
     "Cidrs",
+    "MergedRule",
+    "RuleDesign",
+    "RulePlan",
     "ServiceTag",
     "Sources",
+    "address_count",
     "check_priorities",
     "connect_priority",
+    "merged_priority",
+    "merged_rules",
     "nsg_priority",
     "opens_to_world",
     "parse_cidr",
     "parse_sources",
+    "plan_rules",
+    "port_ranges",
+    "rule_ports",
     "source_fields",
+    "source_key",
 ]
 
 PRIORITY_BASE_KEY: Final = "ssh-gateway:firewall.priorityBase"
+RULES_KEY: Final = "ssh-gateway:firewall.rules"
 _RANGE_KEY: Final = "ssh-gateway:ports.range"
 
 AZURE_PRIORITY_MIN: Final = 100
@@ -45,6 +72,10 @@ AZURE_PRIORITY_MAX: Final = 4096
 
 DEFAULT_PRIORITY_BASE: Final = 1000
 """NSG priority of the range's first port, when `ssh-gateway:firewall.priorityBase` is not set."""
+
+MERGED_SLOTS: Final = 32
+"""Priorities a stack's merged rules may take, counted down from its block's second-highest: distinct source
+sets beyond what fits (or beyond the range's size less one) are refused by the settings."""
 
 SERVICE_TAGS: Final = ("*", "Internet", "VirtualNetwork", "AzureLoadBalancer")
 """Azure service tags a source may name; Azure takes a tag only alone, in `sourceAddressPrefix`."""
@@ -159,3 +190,160 @@ def source_fields(sources: Sources) -> tuple[str | None, list[str] | None]:
             return only, None
         case Cidrs(networks):
             return None, list(networks)
+
+
+class RuleDesign(StrEnum):
+    """`ssh-gateway:firewall.rules`: how the ports of port-mode instances are opened."""
+
+    MERGED = "merged"
+    """One rule per distinct set of sources, every port of its instances in `destinationPortRanges`."""
+    PER_INSTANCE = "perInstance"
+    """One rule per instance, for exactly its port."""
+
+
+def source_key(sources: Sources) -> str:
+    """A set of sources as one text, the same whatever order the CIDRs were listed in."""
+    match sources:
+        case ServiceTag(tag):
+            return tag
+        case Cidrs(networks):
+            return ",".join(sorted(set(networks)))
+
+
+def _canonical(sources: Sources) -> Sources:
+    return Cidrs(tuple(sorted(set(sources.networks)))) if isinstance(sources, Cidrs) else sources
+
+
+def address_count(sources: Sources) -> int:
+    """What the sources add to Azure's 4,000 "IP addresses and ranges" of an NSG: each CIDR; a tag is none."""
+    return len(set(sources.networks)) if isinstance(sources, Cidrs) else 0
+
+
+def port_ranges(ports: Iterable[int]) -> tuple[str, ...]:
+    """The ports as Azure's `destinationPortRanges`, contiguous ones merged: 40001..40007 and 40009 are
+    `("40001-40007", "40009")`; the fewest entries that say exactly these ports."""
+    ordered = sorted(set(ports))
+    out: list[str] = []
+    start = prev = None
+    for port in [*ordered, None]:
+        if start is not None and prev is not None and (port is None or port != prev + 1):
+            out.append(str(start) if start == prev else f"{start}-{prev}")
+            start = None
+        if port is not None and start is None:
+            start = port
+        prev = port
+    return tuple(out)
+
+
+def merged_priority(slot: int, port_range: PortRange, base: int = DEFAULT_PRIORITY_BASE) -> int:
+    """The priority of a merged rule's slot: down from the block's second-highest, `base + size - 2 - slot`."""
+    if not 0 <= slot < min(MERGED_SLOTS, port_range.size - 1):
+        raise ValueError(
+            f"no NSG priority for merged rule {slot + 1}: ports {port_range} ({PRIORITY_BASE_KEY}={base}) leave "
+            f"{min(MERGED_SLOTS, port_range.size - 1)} for the stack's rules; use fewer distinct sourceCidrs"
+        )
+    return base + port_range.size - 2 - slot
+
+
+@dataclass(frozen=True)
+class RulePlan:
+    """One merged rule, as the config decides it (its ports come later, from the port table)."""
+
+    key: str
+    """`""` for the stack's default sources, else 8 hex digits of the sources: the rule's name and URN end in it."""
+    sources: Sources
+    """Who may connect, CIDRs sorted."""
+    priority: int
+    """Its NSG priority, a slot of the stack's block."""
+    instances: tuple[str, ...]
+    """The port-mode instances with these sources, in the settings' order."""
+
+
+def _rule_key(key: str, default_key: str) -> str:
+    return "" if key == default_key else hashlib.sha256(key.encode()).hexdigest()[:8]
+
+
+def _slot_hash(key: str, slots: int) -> int:
+    return 1 + int(hashlib.sha256(key.encode()).hexdigest(), 16) % (slots - 1)
+
+
+def plan_rules(
+    sources: Mapping[str, Sources],
+    default: Sources,
+    port_range: PortRange,
+    base: int = DEFAULT_PRIORITY_BASE,
+    held: Mapping[str, int] | None = None,
+) -> list[RulePlan]:
+    """The merged rules for instances with these sources: one per distinct set, the default set's first.
+
+    The default set has slot 0. Another set keeps the priority its rule holds in the NSG (`held`, by key, read
+    at preview) while that is one of the stack's slots; a new set takes the slot its hash names (1..), or the
+    next free one. So adding or removing an instance or a set never moves another rule's priority (a move
+    would meet the old holder while both exist). A `ValueError` when the sets do not fit the stack's slots.
+    """
+    slots = min(MERGED_SLOTS, port_range.size - 1)
+    members: dict[str, list[str]] = {}
+    by_key: dict[str, Sources] = {}
+    for instance, own in sources.items():
+        key = source_key(own)
+        members.setdefault(key, []).append(instance)
+        by_key[key] = _canonical(own)
+    default_key = source_key(default)
+    others = sorted(k for k in members if k != default_key)
+    if (default_key in members and slots < 1) or len(others) > slots - 1:
+        raise ValueError(
+            f"{len(members)} distinct sets of sourceCidrs need as many NSG priorities, but ports {port_range} "
+            f"({PRIORITY_BASE_KEY}={base}) leave {max(slots, 0)}, the first for firewall.sourceCidrs; give more "
+            f"instances the same sourceCidrs, or set {RULES_KEY.removeprefix('ssh-gateway:')}: "
+            f"{RuleDesign.PER_INSTANCE}"
+        )
+    taken: dict[int, str] = {0: default_key} if default_key in members else {}
+    for key in others:
+        priority = (held or {}).get(_rule_key(key, default_key))
+        slot = None if priority is None else base + port_range.size - 2 - priority
+        if slot is not None and 0 < slot < slots and slot not in taken:
+            taken[slot] = key
+    for key in (k for k in others if k not in taken.values()):
+        slot = _slot_hash(key, slots)
+        while slot in taken:
+            slot = slot % (slots - 1) + 1
+        taken[slot] = key
+    return [
+        RulePlan(
+            key=_rule_key(key, default_key),
+            sources=by_key[key],
+            priority=merged_priority(slot, port_range, base),
+            instances=tuple(members[key]),
+        )
+        for slot, key in sorted(taken.items())
+    ]
+
+
+def rule_ports(plan: RulePlan, ports: Mapping[str, int]) -> tuple[str, ...]:
+    """The rule's `destinationPortRanges` from the port table: its instances' ports, merged."""
+    return port_ranges(ports[i] for i in plan.instances if i in ports)
+
+
+@dataclass(frozen=True)
+class MergedRule:
+    """A merged rule with its ports: what goes to Azure."""
+
+    key: str
+    sources: Sources
+    priority: int
+    port_ranges: tuple[str, ...]
+
+
+def merged_rules(
+    ports: Mapping[str, int],
+    sources: Mapping[str, Sources],
+    default: Sources,
+    port_range: PortRange,
+    base: int = DEFAULT_PRIORITY_BASE,
+    held: Mapping[str, int] | None = None,
+) -> list[MergedRule]:
+    """Every merged rule of a stack from its port table and each instance's sources: what the program registers."""
+    return [
+        MergedRule(plan.key, plan.sources, plan.priority, rule_ports(plan, ports))
+        for plan in plan_rules(sources, default, port_range, base, held)
+    ]

@@ -20,6 +20,8 @@ __all__ = [
     "CONNECT_INSTANCE_TYPE",
     "CONNECT_RULE_NAME",
     "ENVOY_FILTER_TYPE",
+    "FIREWALL",
+    "FIREWALL_TYPE",
     "HOST_CA_KIND",
     "HOST_CA_TYPE",
     "HOST_IDENTITY_MODULE",
@@ -51,6 +53,9 @@ __all__ = [
     "host_ca_name",
     "host_key_secret_name",
     "instance_of",
+    "merged_rule_key",
+    "merged_rule_name",
+    "merged_rule_resource",
     "nsg_rule_name",
     "owner_prefix",
     "pangolin_resource_name",
@@ -85,6 +90,12 @@ CONNECT_ENTRY: Final = "connect"
 CONNECT_RULE_NAME: Final = "ssh-gateway.connect"
 """The NSG rule of the CONNECT port. Instances' rules are `ssh-gateway-<instance>`; the dot keeps the two apart
 (an instance name is a DNS label, without dots)."""
+
+FIREWALL_TYPE: Final = "ssh-gateway:index:PortFirewall"
+"""The stack's merged NSG rules (`firewall.rules: merged`): one per set of sources, each for many ports."""
+
+FIREWALL: Final = "firewall"
+"""The Pulumi name of the stack's `PortFirewall`; its rules are `firewall-ports` and `firewall-ports-<key>`."""
 
 ENVOY_FILTER_TYPE: Final = "kubernetes:networking.istio.io/v1alpha3:EnvoyFilter"
 """Istio's EnvoyFilter, as pulumi-kubernetes types a CustomResource of that apiVersion and kind."""
@@ -211,6 +222,27 @@ def host_key_secret_name(instance: str) -> str:
 def nsg_rule_name(instance: str) -> str:
     """The Azure NSG inbound rule of an instance's public port (the CONNECT port's is `CONNECT_RULE_NAME`)."""
     return f"ssh-gateway-{instance}"
+
+
+def merged_rule_name(project: str, stack: str, key: str) -> str:
+    """A merged NSG rule of the stack, `<project>.<stack>.ports` for its default sources and
+    `<project>.<stack>.ports-<key>` for another set: unique per stack in an NSG that shards share, and apart from
+    instances' rules (`ssh-gateway-<instance>`: an instance name has no dot)."""
+    return f"{project}.{stack}.ports" + (f"-{key}" if key else "")
+
+
+def merged_rule_key(rule_name: str, project: str, stack: str) -> str | None:
+    """The key of one of this stack's merged rules from its NSG rule name (`""` for the default sources), or None
+    for any other rule."""
+    prefix = merged_rule_name(project, stack, "")
+    if rule_name == prefix:
+        return ""
+    return rule_name.removeprefix(f"{prefix}-") if rule_name.startswith(f"{prefix}-") else None
+
+
+def merged_rule_resource(key: str) -> str:
+    """The Pulumi name of a merged rule, a child of the stack's `PortFirewall`."""
+    return f"{FIREWALL}-ports" + (f"-{key}" if key else "")
 
 
 HOST_KEY_ROOT_NAME: Final = "host-key-root"

@@ -23,8 +23,11 @@ from ssh_gateway.core.connect import (
     StandaloneEnvoy,
 )
 from ssh_gateway.core.firewall import (
+    RuleDesign,
+    Sources,
     check_priorities,
     connect_priority,
+    plan_rules,
 )
 from ssh_gateway.core.outputs import Routing
 from ssh_gateway.core.ports import EPHEMERAL, PortRange
@@ -130,7 +133,21 @@ class Settings(StrictModel):
                 check_priorities(port_range, self.firewall.priority_base)
             except ValueError as exc:
                 raise problem("firewall.priorityBase", str(exc)) from None
+            if self.firewall.rules == RuleDesign.MERGED:
+                try:
+                    plan_rules(self.port_sources(), self.firewall.source_cidrs, port_range, self.firewall.priority_base)
+                except ValueError as exc:
+                    raise problem("firewall.rules", str(exc)) from None
         return self
+
+    def port_sources(self) -> dict[str, Sources]:
+        """Who may connect to each port-mode instance: its own `sourceCidrs`, else the firewall's (firewall on)."""
+        fw = self.firewall
+        if not isinstance(fw, FirewallOn):
+            return {}
+        return {
+            i.name: i.source_cidrs or fw.source_cidrs for i in self.instances if not isinstance(i, ConnectModeInstance)
+        }
 
     def _check_no_port_mode(self) -> None:
         """Without `ports.range`, no instance may need a port of its own."""

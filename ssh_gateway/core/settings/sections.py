@@ -31,6 +31,7 @@ from ssh_gateway.core.firewall import (
     AZURE_PRIORITY_MAX,
     AZURE_PRIORITY_MIN,
     DEFAULT_PRIORITY_BASE,
+    RuleDesign,
     Sources,
     parse_sources,
 )
@@ -104,7 +105,7 @@ class FirewallOff(StrictModel):
 
 
 class FirewallOn(StrictModel):
-    """`ssh-gateway:firewall`: one Azure NSG inbound rule per allocated port."""
+    """`ssh-gateway:firewall`: the Azure NSG inbound rules that open the allocated ports (`core/firewall.py`)."""
 
     enabled: Literal[True] = True
     resource_group: AzureName = Field(alias="resourceGroup")
@@ -112,6 +113,9 @@ class FirewallOn(StrictModel):
     source_cidrs: SourceList = Field(alias="sourceCidrs")
     priority_base: int = Field(
         default=DEFAULT_PRIORITY_BASE, alias="priorityBase", ge=AZURE_PRIORITY_MIN, le=AZURE_PRIORITY_MAX
+    )
+    rules: RuleDesign = Field(
+        default=RuleDesign.PER_INSTANCE, description="one rule per set of sources (merged), or one per instance"
     )
 
 

@@ -1,0 +1,127 @@
+"""The merged rule design (`ssh_gateway/core/firewall.py`): which ports each rule opens, to whom, at what priority."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from ssh_gateway.core.firewall import (
+    MERGED_SLOTS,
+    Cidrs,
+    ServiceTag,
+    Sources,
+    connect_priority,
+    merged_rules,
+    plan_rules,
+    port_ranges,
+)
+from ssh_gateway.core.ports import PortRange
+
+pytestmark = pytest.mark.unit
+
+RANGE = PortRange(start=40000, end=40199)
+DEFAULT = Cidrs(("203.0.113.0/24",))
+OWN_SETS: list[Sources] = [
+    DEFAULT,
+    Cidrs(("198.51.100.7/32",)),
+    Cidrs(("198.51.100.7/32", "198.51.100.8/32")),
+    Cidrs(("198.51.100.8/32", "198.51.100.7/32")),  # the set above, listed the other way round
+    ServiceTag("VirtualNetwork"),
+]
+
+
+def _expand(ranges: tuple[str, ...]) -> list[int]:
+    ports: list[int] = []
+    for entry in ranges:
+        first, _, last = entry.partition("-")
+        ports.extend(range(int(first), int(last or first) + 1))
+    return ports
+
+
+def _key(sources: Sources) -> frozenset[str]:
+    return frozenset(sources.networks) if isinstance(sources, Cidrs) else frozenset({sources.tag})
+
+
+Fleet = tuple[dict[str, int], dict[str, Sources]]
+
+
+@st.composite
+def fleets(draw: st.DrawFn) -> tuple[dict[str, int], dict[str, Sources]]:
+    """A port table (distinct ports of the range) and each instance's sources."""
+    names = draw(st.lists(st.from_regex(r"[a-z][a-z0-9]{0,6}", fullmatch=True), unique=True, max_size=40))
+    ports = draw(st.lists(st.sampled_from(list(RANGE)), unique=True, min_size=len(names), max_size=len(names)))
+    sources = {n: draw(st.sampled_from(OWN_SETS)) for n in names}
+    return dict(zip(names, ports, strict=True)), sources
+
+
+@given(fleets())
+def test_every_port_is_allowed_from_exactly_its_instances_sources(fleet: Fleet) -> None:
+    ports, sources = fleet
+    rules = merged_rules(ports, sources, DEFAULT, RANGE)
+    allowed: dict[int, list[frozenset[str]]] = {}
+    for rule in rules:
+        for port in _expand(rule.port_ranges):
+            allowed.setdefault(port, []).append(_key(rule.sources))
+    assert allowed == {ports[name]: [_key(sources[name])] for name in ports}
+    # one rule per distinct set, at distinct priorities inside the stack's block and off the CONNECT priority
+    assert len(rules) == len({_key(s) for s in sources.values()})
+    priorities = [r.priority for r in rules]
+    assert len(set(priorities)) == len(priorities)
+    assert all(1000 <= p <= 1000 + RANGE.size - 2 for p in priorities)
+    assert connect_priority(RANGE, 1000) not in priorities
+
+
+@given(fleets(), st.data())
+def test_a_removed_instance_leaves_no_port_open_and_others_keep_their_priority(
+    fleet: Fleet, data: st.DataObject
+) -> None:
+    ports, sources = fleet
+    gone = data.draw(st.sets(st.sampled_from(sorted(ports))) if ports else st.just(set[str]()))
+    before = {r.key: r for r in merged_rules(ports, sources, DEFAULT, RANGE)}
+    held = {key: r.priority for key, r in before.items()}  # what the preview reads back from the NSG
+    # The port table still lists the removed instances: the rules follow the instances, not the table.
+    after = merged_rules(ports, {n: s for n, s in sources.items() if n not in gone}, DEFAULT, RANGE, held=held)
+    opened = {p for rule in after for p in _expand(rule.port_ranges)}
+    assert not opened & {ports[n] for n in gone}
+    assert all(before[r.key].priority == r.priority for r in after)
+
+
+@given(st.sets(st.integers(min_value=1, max_value=2000), max_size=200))
+def test_ranges_are_minimal_and_exact(ports: set[int]) -> None:
+    ranges = port_ranges(ports)
+    assert sorted(_expand(ranges)) == sorted(ports)
+    runs = sum(1 for p in ports if p - 1 not in ports)  # each run of consecutive ports needs one entry
+    assert len(ranges) == runs
+
+
+def test_contiguous_ports_merge_into_ranges() -> None:
+    assert port_ranges([40003, 40001, 40002, 40007, 40009, 40008, 40011]) == ("40001-40003", "40007-40009", "40011")
+    assert port_ranges([]) == ()
+
+
+@given(st.lists(st.sampled_from([f"198.51.100.{n}/32" for n in range(40)]), unique=True, max_size=31), st.data())
+def test_a_set_keeps_its_priority_whatever_sets_come_and_go(cidrs: list[str], data: st.DataObject) -> None:
+    sources: dict[str, Sources] = {"a": DEFAULT, **{f"i{n}": Cidrs((c,)) for n, c in enumerate(cidrs)}}
+    before = {p.key: p.priority for p in plan_rules(sources, DEFAULT, RANGE)}
+    kept = data.draw(st.sets(st.sampled_from(sorted(sources))))
+    extra = data.draw(st.lists(st.sampled_from([f"192.0.2.{n}/32" for n in range(40)]), unique=True, max_size=10))
+    changed = {**{n: s for n, s in sources.items() if n in kept}, **{f"x{c}": Cidrs((c,)) for c in extra}}
+    if len({*map(str, changed.values())}) > MERGED_SLOTS:
+        return
+    after = {p.key: p.priority for p in plan_rules(changed, DEFAULT, RANGE, held=before)}
+    assert all(after[k] == before[k] for k in after.keys() & before.keys())
+    assert len(set(after.values())) == len(after)
+
+
+def test_the_default_sources_take_the_blocks_second_highest_priority() -> None:
+    before = {p.key: p.priority for p in plan_rules({"a": DEFAULT, "b": OWN_SETS[1]}, DEFAULT, RANGE)}
+    assert before[""] == 1000 + RANGE.size - 2  # the default set: slot 0, the block's second-highest
+
+
+def test_too_many_source_sets_are_refused_with_the_fix() -> None:
+    sources: dict[str, Sources] = {f"i{n}": Cidrs((f"198.51.100.{n}/32",)) for n in range(MERGED_SLOTS + 1)}
+    with pytest.raises(ValueError, match=r"33 distinct sets of sourceCidrs .* leave 32.*firewall.rules: perInstance"):
+        plan_rules(sources, DEFAULT, RANGE)
+    with pytest.raises(ValueError, match="leave 1"):
+        plan_rules({"a": DEFAULT, "b": OWN_SETS[1]}, DEFAULT, PortRange(start=40000, end=40001))

@@ -16,6 +16,7 @@ from typing import Any
 from ssh_gateway.core.firewall import opens_to_world
 from ssh_gateway.core.names import (
     ALLOCATION_TYPE,
+    FIREWALL_TYPE,
     INSTANCE_TYPES,
     NSG_RULE_TYPE,
     NSG_TYPE,
@@ -216,17 +217,22 @@ def shared_ports(resources: Iterable[Resource]) -> list[Violation]:
     """A public port used by two owners: two Pangolin resources, two inbound NSG rules, or a Pangolin resource
     and an NSG rule of different instances (an instance's own resource and rule share its port, as they should).
     """
+    resources = list(resources)
     holders: dict[int, dict[str, list[Resource]]] = defaultdict(lambda: defaultdict(list))
+    bound: dict[int, str] = {}
     for resource in resources:
         if resource.type == PANGOLIN_TYPE:
             port = _int(resource.props.get("proxyPort"))
-            ports = [port] if port is not None else []
-        elif resource.type == NSG_RULE_TYPE:
-            ports = list(_nsg_ports(resource.props))
-        else:
-            continue
-        owner = resource.parent or resource.urn
-        for port in ports:
+            if port is not None:
+                owner = resource.parent or resource.urn
+                bound.setdefault(port, owner)
+                holders[port][owner].append(resource)
+    for resource in (r for r in resources if r.type == NSG_RULE_TYPE):
+        # A merged rule (firewall.rules: merged) opens the ports of many instances: each of its ports belongs to
+        # the instance whose Pangolin resource binds it, as an instance's own rule's port does.
+        merged = FIREWALL_TYPE in type_chain(resource.urn)
+        for port in _nsg_ports(resource.props):
+            owner = bound.get(port, resource.urn) if merged else resource.parent or resource.urn
             holders[port][owner].append(resource)
     found: list[Violation] = []
     for port, owners in sorted(holders.items()):

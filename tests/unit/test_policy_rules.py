@@ -22,10 +22,12 @@ from ssh_gateway.core.names import (
     ALLOCATION_TYPE,
     CONNECT_ENTRY_TYPE,
     CONNECT_INSTANCE_TYPE,
+    FIREWALL_TYPE,
     NSG_RULE_TYPE,
     NSG_TYPE,
     PANGOLIN_TYPE,
     SERVICE_TYPE,
+    urn_name,
 )
 from ssh_gateway.core.ports import PortRange
 
@@ -139,6 +141,20 @@ def test_an_instance_shares_its_port_with_its_own_rule_only() -> None:
         child("b", "nsg-rule", NSG_RULE_TYPE),
     }
     assert "port 40001 is used by 'a-pangolin' and also by a-nsg-rule, b-nsg-rule" in clash[0].message
+
+
+def test_a_merged_rule_shares_each_port_with_the_instance_that_binds_it() -> None:
+    def pangolin(instance: str, port: int) -> Resource:
+        return Resource(child(instance, "pangolin", PANGOLIN_TYPE), PANGOLIN_TYPE, {"proxyPort": port}, f"{instance}")
+
+    def merged(key: str, ranges: list[str]) -> Resource:
+        urn = f"{STACK}{FIREWALL_TYPE}${NSG_RULE_TYPE}::firewall-ports{key}"
+        return Resource(urn, NSG_RULE_TYPE, {"destinationPortRanges": ranges}, f"{STACK}{FIREWALL_TYPE}::firewall")
+
+    fleet = [pangolin("a", 40001), pangolin("b", 40002), pangolin("c", 40007)]
+    assert shared_ports([*fleet, merged("", ["40001-40002"]), merged("-1a2b3c4d", ["40007"])]) == []
+    clash = shared_ports([*fleet, merged("", ["40001-40002"]), merged("-1a2b3c4d", ["40002", "40007"])])
+    assert {urn_name(v.urn or "") for v in clash} == {"b-pangolin", "firewall-ports", "firewall-ports-1a2b3c4d"}
 
 
 def test_load_balancer_only_matters_inside_the_component() -> None:

@@ -15,10 +15,13 @@ __all__ = [
     "ALLOCATION_MODULE",
     "ALLOCATION_TYPE",
     "COMPONENT_TYPE",
+    "CONFIG_MAP_TYPE",
     "CONNECT_ENTRY",
     "CONNECT_ENTRY_TYPE",
     "CONNECT_INSTANCE_TYPE",
     "CONNECT_RULE_NAME",
+    "DISCOVERY_ANNOTATED_KEYS",
+    "DISCOVERY_PREFIX",
     "ENVOY_FILTER_TYPE",
     "FIREWALL",
     "FIREWALL_TYPE",
@@ -33,6 +36,8 @@ __all__ = [
     "INSTANCE_PLACEHOLDER",
     "INSTANCE_TYPES",
     "ISTIO_GATEWAY_TYPE",
+    "MANAGED_BY",
+    "MANAGED_BY_LABEL",
     "NSG_RULE_TYPE",
     "NSG_TYPE",
     "PANGOLIN_KIND",
@@ -42,11 +47,17 @@ __all__ = [
     "PORT_CHECK_TYPE",
     "SECRET_TYPE",
     "SERVICE_TYPE",
+    "STACK_LABEL",
     "STACK_MARK",
     "STACK_TYPE",
+    "STATUS_HELD_KEY",
+    "STATUS_SELECTION_KEY",
+    "STATUS_TYPE",
+    "DiscoverFrom",
     "Role",
     "child_name",
     "connect_resource_name",
+    "discovery_annotation",
     "entry_of",
     "entry_point_name",
     "entry_point_port",
@@ -62,8 +73,12 @@ __all__ = [
     "public_host",
     "service_name",
     "ssh_alias",
+    "stack_label",
     "stack_mark",
     "stack_marked",
+    "status_config_map_name",
+    "status_instance_key",
+    "status_refused_key",
     "type_chain",
     "urn_name",
     "urn_type",
@@ -130,6 +145,7 @@ HOST_KEY_ROOT_TYPE: Final = f"pulumi-python:dynamic/{HOST_IDENTITY_MODULE}:{HOST
 
 NSG_RULE_TYPE: Final = "azure-native:network:SecurityRule"
 NSG_TYPE: Final = "azure-native:network:NetworkSecurityGroup"
+CONFIG_MAP_TYPE: Final = "kubernetes:core/v1:ConfigMap"
 SECRET_TYPE: Final = "kubernetes:core/v1:Secret"  # noqa: S105 - a type token, not a password
 SERVICE_TYPE: Final = "kubernetes:core/v1:Service"
 STACK_TYPE: Final = "pulumi:pulumi:Stack"
@@ -294,3 +310,65 @@ def instance_of(urn: str) -> str | None:
 def entry_of(urn: str) -> bool:
     """Whether a resource is the stack's CONNECT entry or one of its children."""
     return CONNECT_ENTRY_TYPE in type_chain(urn)
+
+
+# --- instances discovered from the cluster (docs/cluster-instances.md) ---------------------------------------
+
+
+class DiscoverFrom(StrEnum):
+    """What `ssh-gateway:discovery.from` lists: the objects an instance is discovered from."""
+
+    SERVICES = "services"
+    """The platform's own Services (e.g. an `ssh-*` NodePort Service per instance): the target, not owned."""
+    PODS = "pods"
+    """The pods themselves: the stack makes the `ssh-<instance>` Service in front of each."""
+
+
+DISCOVERY_PREFIX: Final = "ssh-gateway.io/"
+"""The prefix of every label and annotation ssh-gateway reads on, or writes to, the cluster's objects."""
+
+DISCOVERY_ANNOTATED_KEYS: Final = ("user", "routing", "sourceCidrs", "hostKeyGeneration", "hostKey", "port", "podPort")
+"""The instance keys a discovered object may set, each as the annotation `ssh-gateway.io/<key>`; the others (name,
+target, selector, nodePort, staticHost/Port) come from the object itself."""
+
+
+def discovery_annotation(key: str) -> str:
+    """The annotation of a discovered object that sets the instance key `key`, e.g. `ssh-gateway.io/user`."""
+    return f"{DISCOVERY_PREFIX}{key}"
+
+
+MANAGED_BY_LABEL: Final = "app.kubernetes.io/managed-by"
+MANAGED_BY: Final = "ssh-gateway"
+"""The value of `MANAGED_BY_LABEL` on the objects the program makes."""
+
+STACK_LABEL: Final = f"{DISCOVERY_PREFIX}stack"
+"""The label of a stack's status ConfigMap holding `stack_label`: how stacks find each other's selections."""
+
+STATUS_TYPE: Final = CONFIG_MAP_TYPE
+"""The stack's status ConfigMap (one per stack with `ssh-gateway:discovery`)."""
+
+STATUS_SELECTION_KEY: Final = "selection.json"
+"""The status key holding the stack's selection (`from`, namespaces, selector): other stacks read it."""
+
+STATUS_HELD_KEY: Final = "held.json"
+"""The status key holding the removals the guard (`discovery.maxRemovals`) held back, while it holds them."""
+
+
+def stack_label(project: str, stack: str) -> str:
+    """The stack as its status ConfigMap's `STACK_LABEL` names it: `<project>.<stack>` (a label value has no '/')."""
+    return f"{project}.{stack}"
+
+
+def status_config_map_name(stack: str) -> str:
+    """The stack's status ConfigMap, e.g. `ssh-gateway-status-prod`."""
+    return f"ssh-gateway-status-{stack}"
+
+
+def status_instance_key(instance: str) -> str:
+    """The status key of a discovered instance: its object, accepted annotations, endpoint and `missingSince`."""
+    return f"instance.{instance}.json"
+
+
+def status_refused_key(namespace: str, name: str) -> str:
+    """The status key of a refused object: the one-line reason (ConfigMap keys allow `[-._a-zA-Z0-9]`)."""
+    return f"refused.{namespace}.{name}.json"

@@ -2,10 +2,11 @@
 
 etcd and kube-apiserver (built and cached by scripts/bootstrap, found through .toolchain.env) run as two
 processes with a directory of their own: the etcd data dir, a private CA and the serving certificate it signs
-(made with the openssl CLI), a service-account signing key, a token file whose one user is in
-`system:masters`, a kubeconfig, and each process's log. There is no controller-manager, scheduler or kubelet:
-objects are validated and stored, and nothing reconciles them (a Service gets no endpoints, a Namespace never
-finishes deleting), so Pulumi's await logic must be skipped on this cluster (`kubernetes.skipAwait`).
+(made with the openssl CLI), a service-account signing key, a token file with a user in `system:masters` and
+one in no group (RBAC allows it only what a test grants it), a kubeconfig for each, and each process's log.
+There is no controller-manager, scheduler or kubelet: objects are validated and stored, and nothing reconciles
+them (a Service gets no endpoints, a Namespace never finishes deleting), so Pulumi's await logic must be
+skipped on this cluster (`kubernetes.skipAwait`).
 
 The session fixture in tests/integration/conftest.py and scripts/local-cluster (local_cluster.py) share
 `start_control_plane` and `stop_control_plane`; both stop the processes by their own pids.
@@ -32,6 +33,7 @@ from ssh_gateway.plumbing.loopback import free_ports
 from ssh_gateway.plumbing.toolchain import toolchain_binary
 
 __all__ = [
+    "RESTRICTED_USER",
     "ControlPlane",
     "ControlPlaneError",
     "start_control_plane",
@@ -41,6 +43,8 @@ __all__ = [
 # A range no real cluster of ours uses; nothing ever sends traffic to it (there is no kube-proxy here).
 SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
 USER = "ssh-gateway-admin"
+RESTRICTED_USER = "ssh-gateway-restricted"
+"""A user in no group: RBAC allows it only what a test grants it (`ControlPlane.restricted_kubeconfig`)."""
 
 
 class ControlPlaneError(RuntimeError):
@@ -81,6 +85,12 @@ class ControlPlane:
     @property
     def ca_file(self) -> Path:
         return self.root / "pki" / "ca.crt"
+
+    def restricted_kubeconfig(self) -> Path:
+        """A kubeconfig of `RESTRICTED_USER`, who may do only what a Role bound to it allows."""
+        path = self.root / "kubeconfig-restricted"
+        _write_kubeconfig(self, path=path, user=RESTRICTED_USER, token=_tokens(self.root / "tokens.csv")[1])
+        return path
 
     def client(self) -> httpx.Client:
         """An API client as the `system:masters` user, verifying the server against the plane's own CA."""
@@ -333,22 +343,36 @@ def _make_pki(pki: Path) -> Path:
 
 
 def _token_file(path: Path) -> str:
-    """The token of the one `system:masters` user (`token,user,uid,"group"`); kept if present."""
-    if not path.exists():
-        path.write_text(f'{secrets.token_urlsafe(32)},{USER},{USER},"system:masters"\n')
+    """The token of the `system:masters` user (`token,user,uid,"group"`), with the restricted user's on the next
+    line; kept if present (a file of an older version gets the restricted user added)."""
+    lines = path.read_text().splitlines() if path.exists() else []
+    if not lines:
+        lines.append(f'{secrets.token_urlsafe(32)},{USER},{USER},"system:masters"')
+    if len(lines) < 2:  # the admin's line, then the restricted user's
+        lines.append(f"{secrets.token_urlsafe(32)},{RESTRICTED_USER},{RESTRICTED_USER}")
+        path.write_text("\n".join(lines) + "\n")
         path.chmod(0o600)
-    return path.read_text().split(",", 1)[0]
+    return _tokens(path)[0]
 
 
-def _write_kubeconfig(plane: ControlPlane) -> None:
+def _tokens(path: Path) -> tuple[str, str]:
+    """The admin's token and the restricted user's."""
+    admin, restricted = path.read_text().splitlines()[:2]
+    return admin.split(",", 1)[0], restricted.split(",", 1)[0]
+
+
+def _write_kubeconfig(
+    plane: ControlPlane, *, path: Path | None = None, user: str = USER, token: str | None = None
+) -> None:
     cluster = {"server": plane.url, "certificate-authority": str(plane.ca_file)}
     config = {
         "apiVersion": "v1",
         "kind": "Config",
         "clusters": [{"name": "ssh-gateway-test", "cluster": cluster}],
-        "users": [{"name": USER, "user": {"token": plane.token}}],
-        "contexts": [{"name": "ssh-gateway-test", "context": {"cluster": "ssh-gateway-test", "user": USER}}],
+        "users": [{"name": user, "user": {"token": token or plane.token}}],
+        "contexts": [{"name": "ssh-gateway-test", "context": {"cluster": "ssh-gateway-test", "user": user}}],
         "current-context": "ssh-gateway-test",
     }
-    plane.kubeconfig.write_text(yaml.safe_dump(config, sort_keys=False))
-    plane.kubeconfig.chmod(0o600)
+    path = path or plane.kubeconfig
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    path.chmod(0o600)

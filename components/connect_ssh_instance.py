@@ -105,10 +105,7 @@ class ConnectSshInstance(pulumi.ComponentResource):
         # Every connect-mode instance shares the entry's address: ssh looks its key up under the HostKeyAlias.
         pinned = pulumi.Output.from_input(plain_line(alias_name, args.host_key) if args.host_key else "")
         identity = args.host_identity
-        service_spec = target if isinstance(target, ServiceSpec) else None
-        issued = (
-            issue_host_identity(self, name, args.instance, identity, alias_name, service_spec) if identity else None
-        )
+        issued = issue_host_identity(self, name, args.instance, identity, alias_name) if identity else None
         authority = args.route.authority
         proxy = proxytunnel_command(args.entry.host, args.entry.port)
         self.authority = pulumi.Output.from_input(authority)

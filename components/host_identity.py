@@ -20,12 +20,11 @@ from ssh_gateway.core.derived_identity import DerivedIdentity, derive_identity, 
 from ssh_gateway.core.host_identity import secret_files
 from ssh_gateway.core.issued_identity import IssuedIdentity
 from ssh_gateway.core.names import Role, child_name, host_key_secret_name
-from ssh_gateway.core.targets import ServiceSpec
 from ssh_gateway.core.trust import plain_line
 
 from .kubernetes_objects import ownership_annotations
 
-__all__ = ["HostIdentityArgs", "Signing", "issue_host_identity"]
+__all__ = ["HostIdentityArgs", "SecretPlace", "Signing", "issue_host_identity"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -48,28 +47,33 @@ class HostIdentityArgs:
     """The principals, key id, key generation and validity (`ssh_gateway.core.issued_identity`)."""
     signing: Signing
     """The stack's root and signing CA."""
-    secret: bool
-    """Deliver the files in a Kubernetes Secret next to the Service; else only the public key is derived here
-    (static targets, rendered manifests: the operator derives the files with `ssh-gateway host-identity`)."""
+    secret: SecretPlace | None
+    """Where the files are delivered in a Kubernetes Secret (next to the instance's Service, or for a static target
+    in its `namespace`); None: only the public key is derived here (static targets, rendered manifests: the
+    operator derives the files with `ssh-gateway host-identity`)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class SecretPlace:
+    """Where an instance's host-key Secret goes."""
+
+    namespace: str
+    skip_await: bool
+    """Only for clusters without controllers (tests): no await, a background delete."""
 
 
 def issue_host_identity(
-    parent: pulumi.Resource,
-    name: str,
-    instance: str,
-    identity: HostIdentityArgs,
-    lookup: str,
-    service: ServiceSpec | None,
+    parent: pulumi.Resource, name: str, instance: str, identity: HostIdentityArgs, lookup: str
 ) -> pulumi.Output[str]:
     """The plain known_hosts line (under `lookup`) of the instance's key, derived from the stack's root (no
-    resource of its own); for an instance behind a Service (`service`), also the Secret its pod mounts the key
-    and certificate from.
+    resource of its own); with `identity.secret`, also the Secret its pod mounts the key and certificate from.
 
     What the key is derived from names neither the port, the Service, the target nor the routing, so none of
     them ever changes it.
     """
     issued = identity.issued
-    if not (identity.secret and service is not None):
+    place = identity.secret
+    if place is None:
         # No Secret to fill: the public key is all the stack publishes (hostKeys); no certificate is signed.
         public = pulumi.Output.from_input(identity.signing.root).apply(
             lambda root: derived_host_key(root, instance, issued.generation).public_key
@@ -93,24 +97,24 @@ def issue_host_identity(
     files = derived.apply(
         lambda d: secret_files(private_key=d.private_key, public_key=d.public_key, certificate=d.certificate)
     )
-    _create_secret(name, instance, service, files, pulumi.ResourceOptions(parent=parent))
+    _create_secret(name, instance, place, files, pulumi.ResourceOptions(parent=parent))
     # The public key is public: unsecret it, or every output it reaches (hostKeys) would be hidden too.
     return pulumi.Output.unsecret(derived.apply(lambda d: plain_line(lookup, d.public_key)))
 
 
 def _create_secret(
-    name: str, instance: str, spec: ServiceSpec, files: pulumi.Output[dict[str, str]], child: pulumi.ResourceOptions
+    name: str, instance: str, place: SecretPlace, files: pulumi.Output[dict[str, str]], child: pulumi.ResourceOptions
 ) -> None:
     # pulumi-kubernetes keeps a Secret's data secret in state; marked anyway, as it holds a private key.
     data: pulumi.Output[dict[str, str]] = pulumi.Output.secret(files)
-    # Next to the Service, named after it; the pod mounts it at MOUNT_DIR (docs/host-identity.md).
+    # In the instance's namespace, named after its Service; the pod mounts it at MOUNT_DIR (docs/host-identity.md).
     k8s.core.v1.Secret(
         child_name(name, Role.HOST_KEY_SECRET),
         metadata=k8s.meta.v1.ObjectMetaArgs(
             name=host_key_secret_name(instance),
-            namespace=spec.namespace,
+            namespace=place.namespace,
             labels={"app.kubernetes.io/managed-by": "ssh-gateway", "ssh-gateway/instance": instance},
-            annotations=ownership_annotations(skip_await=spec.skip_await),
+            annotations=ownership_annotations(skip_await=place.skip_await),
         ),
         type="Opaque",
         string_data=data,

@@ -75,7 +75,7 @@ from ssh_gateway.core.trust import (
 from .connect_entry import ConnectEntry, ConnectEntryArgs
 from .connect_ssh_instance import ConnectSshInstance, ConnectSshInstanceArgs
 from .firewall_rule import FirewallRuleArgs
-from .host_identity import HostIdentityArgs, Signing
+from .host_identity import HostIdentityArgs, SecretPlace, Signing
 from .pangolin_tcp import PangolinTargetArgs
 from .port_firewall import merged_firewall
 from .ssh_instance import SshInstance, SshInstanceArgs
@@ -479,7 +479,10 @@ def _host_identity_args(
     issued = issued_identity(settings, inst, project=project, stack=stack)
     if issued is None or signing is None:
         return None
-    return HostIdentityArgs(issued=issued, signing=signing, secret=settings.delivers_secret(inst))
+    place = None
+    if settings.delivers_secret(inst):
+        place = SecretPlace(namespace=settings.namespace_of(inst), skip_await=settings.kubernetes.skip_await)
+    return HostIdentityArgs(issued=issued, signing=signing, secret=place)
 
 
 def _host_ca(settings: Settings, authorities: dict[int, SshHostCa]) -> list[object]:

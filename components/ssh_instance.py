@@ -106,8 +106,7 @@ class SshInstance(pulumi.ComponentResource):
             lookup = args.host_key_alias or args.public_host
             pinned = pulumi.Output.from_input(plain_line(lookup, args.host_key) if args.host_key else "")
             identity = args.host_identity
-            service = None if isinstance(args.target, StaticTarget) else args.target.service
-            issued = issue_host_identity(self, name, args.instance, identity, lookup, service) if identity else None
+            issued = issue_host_identity(self, name, args.instance, identity, lookup) if identity else None
 
         port = pulumi.Output.from_input(args.public_port)
         self.host = pulumi.Output.from_input(args.public_host)

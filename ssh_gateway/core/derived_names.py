@@ -35,7 +35,7 @@ from typing import Final
 
 from .addresses import DNS_LABEL_MAX, DNS_NAME_MAX
 from .names import CONNECT_ENTRY, host_key_secret_name, nsg_rule_name, public_host, service_name
-from .settings import NAMESPACE, ConnectModeInstance, Settings, SettingsError
+from .settings import NAMESPACE, ConnectModeInstance, Instance, Settings, SettingsError
 from .targets import cluster_dns_name
 
 __all__ = [
@@ -43,6 +43,7 @@ __all__ = [
     "check_derived_names",
     "derived_name_problem",
     "dns_name_problem",
+    "instance_name_problem",
     "nsg_rule_problem",
     "secret_problem",
     "service_problem",
@@ -110,29 +111,32 @@ def dns_name_problem(what: str, value: str) -> str | None:
     return None
 
 
+def instance_name_problem(settings: Settings, inst: Instance) -> str | None:
+    """Why a name derived from the instance breaks its rule, or None (a discovered instance is checked alone)."""
+    name = inst.name
+    checks: list[str | None] = []
+    if inst.target != "static":
+        checks.append(service_problem(name))
+    if settings.delivers_secret(inst):
+        checks.append(secret_problem(name))
+    if isinstance(inst, ConnectModeInstance):
+        kube = settings.kubernetes
+        authority = cluster_dns_name(service_name(name), settings.namespace_of(inst), kube.cluster_domain)
+        checks.append(dns_name_problem(f"instance {name!r} makes the CONNECT authority", authority))
+    else:
+        host = public_host(settings.gateway.host_template, name)
+        checks.append(dns_name_problem(f"instance {name!r} makes the public host (gateway.hostTemplate)", host))
+        if settings.firewall.enabled:
+            checks.append(nsg_rule_problem(name))
+    return next((c for c in checks if c is not None), None)
+
+
 def derived_name_problem(settings: Settings) -> NameProblem | None:
     """The first derived name of the stack that breaks its rule, or None when every one is fine."""
     for index, inst in enumerate(settings.instances):
-        key = f"instances[{index}].name"
-        name = inst.name
-        static = inst.target == "static"
-        checks: list[str | None] = []
-        if not static:
-            checks.append(service_problem(name))
-        if settings.delivers_secret(inst):
-            checks.append(secret_problem(name))
-        if isinstance(inst, ConnectModeInstance):
-            kube = settings.kubernetes
-            authority = cluster_dns_name(service_name(name), kube.namespace, kube.cluster_domain)
-            checks.append(dns_name_problem(f"instance {name!r} makes the CONNECT authority", authority))
-        else:
-            host = public_host(settings.gateway.host_template, name)
-            checks.append(dns_name_problem(f"instance {name!r} makes the public host (gateway.hostTemplate)", host))
-            if settings.firewall.enabled:
-                checks.append(nsg_rule_problem(name))
-        problem = next((c for c in checks if c is not None), None)
+        problem = instance_name_problem(settings, inst)
         if problem is not None:
-            return NameProblem(key, problem)
+            return NameProblem(f"instances[{index}].name", problem)
     connect = settings.connect
     if connect is not None and connect.public.via == "pangolin" and connect.public.host is None:
         host = public_host(settings.gateway.host_template, CONNECT_ENTRY)

@@ -488,6 +488,7 @@ def _instance_options() -> dict[str, dict[str, Any]]:
         },
         "user": {"help": "login user (default: root)"},
         "target": {"choices": TARGETS, "help": "default: nodePort (routing connect: its Service, or static)"},
+        "namespace": {"help": "of its Service and host-key Secret (default: kubernetes.namespace)"},
         "port": {"type": int, "help": "pin the public port"},
         "selector": {"type": _key_value, "action": "append", "metavar": "KEY=VALUE", "help": "pod selector"},
         "podPort": {"type": int, "help": "sshd's port in the pod (default: 22)"},

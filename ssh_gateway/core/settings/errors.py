@@ -29,6 +29,7 @@ from .sections import (
     Connect,
     ConnectServiceInstance,
     DirectPublic,
+    Discovery,
     EnvoyGatewaySettings,
     FirewallOn,
     Gateway,
@@ -64,6 +65,7 @@ _SECTIONS: Final[Mapping[str, tuple[type[BaseModel], ...]]] = {
     "connect": (Connect,),
     "connect.gateway": (IstioGatewaySettings, EnvoyGatewaySettings),
     "connect.public": (PangolinPublic, DirectPublic),
+    "discovery": (Discovery,),
 }
 
 

@@ -40,6 +40,7 @@ from .sections import (
     Connect,
     ConnectModeInstance,
     ConnectStaticInstance,
+    Discovery,
     EnvoyGatewaySettings,
     Firewall,
     FirewallOff,
@@ -74,6 +75,7 @@ class Settings(StrictModel):
     routing: Routing = Field(default=Routing.PORT, description="the instances' default routing")
     connect: Connect | None = None
     instances: tuple[Instance, ...] = ()
+    discovery: Discovery | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -99,6 +101,12 @@ class Settings(StrictModel):
                 "connect mode its CONNECT authority, are named after it)",
             )
         self._check_connect()
+        if self.discovery is not None and self.kubernetes.render_dir:
+            raise problem(
+                "discovery",
+                "lists instances from a live cluster and writes its status there, which kubernetes.renderDir (YAML "
+                "on disk, no cluster) cannot do: drop one of the two",
+            )
         for index, inst in enumerate(self.instances):
             if isinstance(inst, ConnectModeInstance):
                 continue
@@ -246,9 +254,10 @@ class Settings(StrictModel):
 
     def needs_kubernetes(self) -> bool:
         """Whether the stack registers any Kubernetes object: a Service (every target but static) or, behind an
-        Istio gateway, the EnvoyFilters."""
+        Istio gateway, the EnvoyFilters; with `discovery`, the status ConfigMap."""
         istio = self.connect is not None and isinstance(self.connect.gateway, IstioGatewaySettings)
-        return istio or any(not is_static(i) for i in self.instances)
+        objects = any(not is_static(i) or self.delivers_secret(i) for i in self.instances)
+        return istio or self.discovery is not None or objects
 
     def target_of(self, inst: PortModeInstance) -> Target:
         """Where the instance's Pangolin target points (`translate.target_of`)."""
@@ -261,9 +270,20 @@ class Settings(StrictModel):
 
     def delivers_secret(self, inst: Instance) -> bool:
         """Whether the issued identity goes into a Kubernetes Secret next to the instance's Service: not for a
-        static target (the operator writes it with `ssh-gateway host-identity`), nor when manifests are rendered to disk
-        (a rendered Secret is a private key in plaintext on disk)."""
-        return self.issues_host_key(inst) and not is_static(inst) and not self.kubernetes.render_dir
+        static target without a `namespace` (the operator writes it with `ssh-gateway host-identity`), nor when
+        manifests are rendered to disk (a rendered Secret is a private key in plaintext on disk)."""
+        beside = not is_static(inst) or inst.namespace is not None
+        return self.issues_host_key(inst) and beside and not self.kubernetes.render_dir
+
+    def namespace_of(self, inst: Instance) -> str:
+        """The instance's namespace (`translate.namespace_of`)."""
+        return translate.namespace_of(inst, self.kubernetes)
+
+    @property
+    def status_namespace(self) -> str:
+        """Where the stack's status ConfigMap is: `discovery.statusNamespace`, else `kubernetes.namespace`."""
+        found = self.discovery.status_namespace if self.discovery is not None else None
+        return found or self.kubernetes.namespace
 
     @property
     def published_range(self) -> PortRange | None:
@@ -284,7 +304,9 @@ class Settings(StrictModel):
                 f"{NAMESPACE}:connect.public.port {public.port} is one of Linux's ephemeral ports {EPHEMERAL}: an "
                 "outgoing connection of the gateway host can take it before Gerbil binds it; prefer one below 32768"
             )
-        undelivered = [i.name for i in self.instances if self.issues_host_key(i) and not is_static(i)]
+        undelivered = [
+            i.name for i in self.instances if self.issues_host_key(i) and (not is_static(i) or i.namespace is not None)
+        ]
         if self.kubernetes.render_dir and undelivered:
             yield (
                 f"{NAMESPACE}:kubernetes.renderDir is set, so the host-key Secrets of {', '.join(undelivered)} are not "

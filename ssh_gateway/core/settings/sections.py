@@ -36,6 +36,7 @@ from ssh_gateway.core.firewall import (
     parse_sources,
 )
 from ssh_gateway.core.host_identity import MAX_VALID_DAYS
+from ssh_gateway.core.names import DiscoverFrom
 from ssh_gateway.core.outputs import GatewayKind, Routing, Via
 from ssh_gateway.core.ports import PortRange
 
@@ -188,9 +189,16 @@ class Gateway(StrictModel):
 ROUTINGS: Final = tuple(r.value for r in Routing)
 
 
+_NAMESPACE_HELP: Final = (
+    "the namespace of its Service and host-key Secret (default kubernetes.namespace); on a static target, where "
+    "its host-key Secret is delivered (none without it)"
+)
+
+
 class _InstanceBase(StrictModel):
     name: DnsLabel
     routing: Literal["port"] = "port"
+    namespace: DnsLabel | None = Field(default=None, description=_NAMESPACE_HELP)
     user: User = "root"
     port: Port | None = Field(default=None, description="pin the public port")
     source_cidrs: SourceList | None = Field(default=None, alias="sourceCidrs")
@@ -268,6 +276,7 @@ StaticOnly = Annotated[object, AfterValidator(_static_only)]
 class _ConnectInstanceBase(StrictModel):
     name: DnsLabel
     routing: Literal["connect"]
+    namespace: DnsLabel | None = Field(default=None, description=_NAMESPACE_HELP)
     user: User = "root"
     host_key: HostKey | None = Field(default=None, alias="hostKey")
     host_key_generation: Generation = Field(
@@ -350,6 +359,7 @@ INSTANCE_KEYS: Final = (
     "routing",
     "user",
     "target",
+    "namespace",
     "port",
     "selector",
     "podPort",
@@ -470,6 +480,66 @@ class Connect(StrictModel):
     accept_http10: bool = Field(default=False, alias="acceptHttp10", description="accept nc -X connect, socat")
     server_alive_interval: int = Field(default=60, alias="serverAliveInterval", ge=1, le=3600)
     public: Public
+
+
+def _discovery_selector(value: dict[str, str]) -> dict[str, str]:
+    if not value:
+        raise ValueError(
+            "is empty: give at least one label the selected objects carry, e.g. {ssh-gateway.io/expose: 'true'} (an "
+            "empty selector would take every object in the namespaces)"
+        )
+    check_selector(value)
+    return value
+
+
+def _label_key(value: str) -> str:
+    try:
+        check_selector({value: ""})
+    except ValueError:
+        raise ValueError(f"{value!r} is not a Kubernetes label key ([prefix/]name, name 1-63 characters)") from None
+    return value
+
+
+def _unique_namespaces(value: tuple[str, ...]) -> tuple[str, ...]:
+    if not value:
+        raise ValueError("is empty: list at least one namespace to discover instances in, e.g. [gpu-users]")
+    dupes = sorted({n for n in value if value.count(n) > 1})
+    if dupes:
+        raise ValueError(f"lists {', '.join(dupes)} twice; each namespace once")
+    return value
+
+
+DISCOVER_FROM: Final = tuple(f.value for f in DiscoverFrom)
+
+MAX_GRACE_PERIOD: Final = 30 * 24 * 3600
+"""A month: a longer grace keeps a gone instance's port for longer than anyone waits for a pod to come back."""
+
+
+class Discovery(StrictModel):
+    """`ssh-gateway:discovery`: instances discovered from the cluster at each run, beside `instances`
+    (docs/cluster-instances.md). Without it, the stack has the configured instances only."""
+
+    from_: DiscoverFrom = Field(alias="from", description="services (the platform's own, not owned) or pods")
+    namespaces: Annotated[tuple[DnsLabel, ...], AfterValidator(_unique_namespaces)]
+    selector: Annotated[dict[str, str], AfterValidator(_discovery_selector)] = Field(
+        description="equality label selector, every pair must match"
+    )
+    name_label: Annotated[str, AfterValidator(_label_key)] | None = Field(
+        default=None, alias="nameLabel", description="the label whose value names the instance; default the object's"
+    )
+    grace_period: int = Field(
+        default=600,
+        alias="gracePeriod",
+        ge=0,
+        le=MAX_GRACE_PERIOD,
+        description="seconds a gone object keeps its instance",
+    )
+    max_removals: int = Field(
+        default=5, alias="maxRemovals", ge=0, description="removals past this in one run are held back, not done"
+    )
+    status_namespace: DnsLabel | None = Field(
+        default=None, alias="statusNamespace", description="the status ConfigMap's namespace; default kubernetes'"
+    )
 
 
 def is_static(inst: Instance) -> bool:

@@ -43,14 +43,29 @@ from .sections import (
     StaticInstance,
 )
 
-__all__ = ["connect_entry", "connect_gateway", "connect_instance", "connect_target", "envoy_routes", "target_of"]
+__all__ = [
+    "connect_entry",
+    "connect_gateway",
+    "connect_instance",
+    "connect_target",
+    "envoy_routes",
+    "namespace_of",
+    "target_of",
+]
+
+
+def namespace_of(inst: Instance, kube: Kubernetes) -> str:
+    """The instance's namespace: its own (a discovered instance has its object's), else the stack's."""
+    return inst.namespace or kube.namespace
 
 
 def target_of(inst: PortModeInstance, kube: Kubernetes) -> Target:
     """Where the instance's Pangolin target points, with the cluster's settings filled in."""
     if isinstance(inst, StaticInstance):
         return StaticTarget(host=inst.static_host, port=inst.static_port)
-    service = service_spec(inst.name, kube.namespace, inst.selector, inst.pod_port, skip_await=kube.skip_await)
+    service = service_spec(
+        inst.name, namespace_of(inst, kube), inst.selector, inst.pod_port, skip_await=kube.skip_await
+    )
     if isinstance(inst, ClusterIpInstance):
         return ClusterIpTarget(service=service, cluster_domain=kube.cluster_domain)
     if kube.node_ip is None:
@@ -82,9 +97,9 @@ def connect_gateway(connect: Connect, kube: Kubernetes) -> ConnectGateway | Stan
 
 def connect_instance(inst: ConnectModeInstance, kube: Kubernetes) -> ConnectInstance:
     """The instance as the gateway routes to it: its authority, the cluster DNS name of its Service in the
-    stack's namespace and cluster domain (for a static target, behind a standalone Envoy, only a routing name
+    instance's namespace and the cluster domain (for a static target, behind a standalone Envoy, only a routing name
     that need not resolve)."""
-    return ConnectInstance(inst.name, kube.namespace, kube.cluster_domain)
+    return ConnectInstance(inst.name, namespace_of(inst, kube), kube.cluster_domain)
 
 
 def connect_target(inst: ConnectModeInstance, kube: Kubernetes) -> ServiceSpec | StaticTarget:
@@ -92,7 +107,7 @@ def connect_target(inst: ConnectModeInstance, kube: Kubernetes) -> ServiceSpec |
     host:port."""
     if isinstance(inst, ConnectStaticInstance):
         return StaticTarget(host=inst.static_host, port=inst.static_port)
-    return service_spec(inst.name, kube.namespace, inst.selector, inst.pod_port, skip_await=kube.skip_await)
+    return service_spec(inst.name, namespace_of(inst, kube), inst.selector, inst.pod_port, skip_await=kube.skip_await)
 
 
 def envoy_routes(instances: Iterable[Instance], kube: Kubernetes) -> list[EnvoyRoute]:

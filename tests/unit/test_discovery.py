@@ -1,0 +1,345 @@
+"""Instances discovered from the cluster, decided by pure logic (ssh_gateway/core/discovery.py): annotations
+validated by the instance models, tenants kept apart, the grace period, the guard and the status it writes."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from hypothesis import given
+from hypothesis import settings as hypothesis_settings
+from hypothesis import strategies as st
+
+from ssh_gateway.core.cluster import ClusterObject, Listing, ServicePort, StatusMap
+from ssh_gateway.core.discovery import (
+    Outcome,
+    Remembered,
+    Selection,
+    State,
+    StatusError,
+    discover,
+    next_status,
+    read_memory,
+    read_selections,
+)
+from ssh_gateway.core.firewall import Cidrs
+from ssh_gateway.core.names import DiscoverFrom
+from ssh_gateway.core.settings import (
+    ClusterIpInstance,
+    ConnectServiceInstance,
+    NodePortInstance,
+    Settings,
+    StaticInstance,
+    parse_settings,
+)
+
+from .test_settings import raw
+
+pytestmark = pytest.mark.unit
+
+NOW = datetime(2026, 12, 3, 10, 0, 0, tzinfo=UTC)
+STACK = "ssh-gateway.dev"
+EXPOSE = {"ssh-gateway.io/expose": "true"}
+
+
+def stack(**section: Any) -> Settings:
+    discovery = {
+        "from": "pods",
+        "namespaces": ["gpu-users"],
+        "selector": EXPOSE,
+        "nameLabel": "ssh-gateway.io/instance",
+    }
+    discovery.update(section)
+    return parse_settings(raw(discovery=discovery, kubernetes={"nodeIp": "10.0.0.4"}))
+
+
+def pod(name: str, *, ns: str = "gpu-users", uid: str | None = None, **annotations: str) -> ClusterObject:
+    return ClusterObject(
+        kind=DiscoverFrom.PODS,
+        namespace=ns,
+        name=f"{name}-0",
+        uid=uid or f"uid-{name}",
+        labels={**EXPOSE, "ssh-gateway.io/instance": name},
+        annotations={f"ssh-gateway.io/{k}": v for k, v in annotations.items()},
+    )
+
+
+def service(name: str, kind: str = "NodePort", node_port: int | None = 30022) -> ClusterObject:
+    return ClusterObject(
+        kind=DiscoverFrom.SERVICES,
+        namespace="gpu-users",
+        name=f"ssh-{name}",
+        uid=f"uid-{name}",
+        labels=dict(EXPOSE),
+        service_type=kind,
+        ports=(ServicePort(name="ssh", port=22, node_port=node_port),),
+    )
+
+
+def run(
+    settings: Settings,
+    *objects: ClusterObject,
+    memory: dict[str, Remembered] | None = None,
+    others: list[Selection] | None = None,
+    now: datetime = NOW,
+) -> Outcome:
+    listing = Listing(objects=objects, resource_versions={"gpu-users": "1"})
+    return discover(listing=listing, memory=memory or {}, others=others or [], settings=settings, stack=STACK, now=now)
+
+
+def remember(outcome: Outcome) -> dict[str, Remembered]:
+    """What the next run reads back from the status this run writes."""
+    data = next_status(outcome, {})
+    return read_memory(StatusMap(namespace="default", name="ssh-gateway-status-dev", stack=STACK, data=data))
+
+
+def test_a_labelled_pod_becomes_an_instance_in_its_namespace_behind_its_own_service() -> None:
+    outcome = run(stack(), pod("alice", user="alice", sourceCidrs="203.0.113.0/24, 198.51.100.7/32"))
+    (found,) = outcome.instances
+    inst = found.instance
+    assert isinstance(inst, NodePortInstance)
+    assert (inst.name, inst.namespace, inst.user) == ("alice", "gpu-users", "alice")
+    assert inst.selector == {**EXPOSE, "ssh-gateway.io/instance": "alice"}
+    assert isinstance(inst.source_cidrs, Cidrs) and inst.source_cidrs.networks == (
+        "203.0.113.0/24",
+        "198.51.100.7/32",
+    )
+    assert found.state is State.PRESENT and not outcome.refusals
+
+
+def test_a_pod_without_node_ip_is_reached_at_its_services_cluster_name() -> None:
+    settings = parse_settings(
+        raw(
+            discovery={
+                "from": "pods",
+                "namespaces": ["gpu-users"],
+                "selector": EXPOSE,
+                "nameLabel": "ssh-gateway.io/instance",
+            }
+        )
+    )
+    (found,) = run(settings, pod("bob")).instances
+    assert isinstance(found.instance, ClusterIpInstance)
+
+
+def test_a_platform_service_is_the_target_and_is_not_owned() -> None:
+    settings = stack(**{"from": "services", "nameLabel": None})
+    outcome = run(settings, service("carol"), service("dave", "ClusterIP", None))
+    carol, dave = outcome.instances
+    assert isinstance(carol.instance, StaticInstance) and isinstance(dave.instance, StaticInstance)
+    assert (carol.instance.name, carol.instance.static_host, carol.instance.static_port) == ("carol", "10.0.0.4", 30022)
+    assert (dave.instance.static_host, dave.instance.static_port) == ("ssh-dave.gpu-users.svc.cluster.local", 22)
+    # Static, so no Service of the stack's; the namespace puts the host-key Secret beside the platform's Service.
+    assert carol.instance.namespace == "gpu-users" and settings.delivers_secret(carol.instance)
+
+
+def test_a_bad_annotation_refuses_that_pod_alone_naming_key_value_and_what_is_allowed() -> None:
+    outcome = run(stack(), pod("alice"), pod("eve", user="ro ot"), pod("frank", port="99999"))
+    assert [f.instance.name for f in outcome.instances] == ["alice"]
+    lines = [r.line for r in outcome.refusals]
+    assert lines[0].startswith('pod gpu-users/eve-0: ssh-gateway.io/user = "ro ot": String should match pattern')
+    assert lines[1].startswith('pod gpu-users/frank-0: ssh-gateway.io/port = "99999": Input should be less than')
+
+
+def test_an_unknown_annotation_is_refused_with_what_was_meant() -> None:
+    outcome = run(stack(), pod("alice", **{"sourceCidr": "0.0.0.0/0"}))
+    (refusal,) = outcome.refusals
+    assert refusal.line.startswith(
+        'pod gpu-users/alice-0: ssh-gateway.io/sourceCidr = "0.0.0.0/0": unknown annotation; did you mean '
+        "'ssh-gateway.io/sourceCidrs'? allowed: ssh-gateway.io/user,"
+    )
+    assert not outcome.instances
+
+
+def test_an_instance_keeps_its_accepted_spec_while_its_annotation_is_invalid() -> None:
+    settings = stack()
+    first = run(settings, pod("alice", user="alice"))
+    later = run(settings, pod("alice", user="not valid!"), memory=remember(first))
+    (found,) = later.instances
+    assert found.state is State.KEPT and found.instance.user == "alice"
+    assert found.annotations == {"ssh-gateway.io/user": "alice"}
+    assert later.refusals[0].key == "ssh-gateway.io/user"
+
+
+def test_a_gone_pod_keeps_its_instance_for_the_grace_period_then_goes() -> None:
+    settings = stack(gracePeriod=600)
+    first = run(settings, pod("alice"), pod("bob"))
+    gone = run(settings, pod("alice"), memory=remember(first))
+    bob = next(f for f in gone.instances if f.instance.name == "bob")
+    assert bob.state is State.MISSING and bob.missing_since == NOW
+    # Still gone 9 minutes later: kept, since when it went unchanged.
+    later = run(settings, pod("alice"), memory=remember(gone), now=NOW + timedelta(minutes=9))
+    assert next(f for f in later.instances if f.instance.name == "bob").missing_since == NOW
+    expired = run(settings, pod("alice"), memory=remember(later), now=NOW + timedelta(minutes=10))
+    assert [f.instance.name for f in expired.instances] == ["alice"] and expired.removed == ("bob",)
+    assert "instance.bob.json" not in next_status(expired, {})
+
+
+def test_a_pod_back_within_the_grace_period_is_the_same_instance() -> None:
+    settings = stack()
+    first = run(settings, pod("alice", uid="one"))
+    gone = run(settings, memory=remember(first))
+    back = run(settings, pod("alice", uid="two"), memory=remember(gone), now=NOW + timedelta(minutes=5))
+    (found,) = back.instances
+    assert found.state is State.PRESENT and found.uid == "two" and found.missing_since is None
+    assert found.instance == first.instances[0].instance
+
+
+def test_the_guard_holds_every_removal_when_too_many_would_go_at_once() -> None:
+    settings = stack(gracePeriod=0, maxRemovals=2)
+    first = run(settings, pod("a"), pod("b"), pod("c"))
+    nothing = run(settings, memory=remember(first))  # the selector matches nothing now
+    assert nothing.removed == () and nothing.held == ("a", "b", "c")
+    assert {f.state for f in nothing.instances} == {State.HELD}
+    (warning,) = nothing.warnings()
+    assert "holds back 3 removals (a, b, c), over ssh-gateway:discovery.maxRemovals 2" in warning
+    assert json.loads(next_status(nothing, {})["held.json"]) == {"held": ["a", "b", "c"], "maxRemovals": 2}
+    # Two at once are within the limit: they go.
+    two = run(settings, pod("a"), memory=remember(first))
+    assert two.removed == ("b", "c") and not two.held
+
+
+def test_a_name_in_the_file_wins_and_the_refusal_names_both() -> None:
+    settings = stack()
+    outcome = run(settings, pod("gpu-01"))  # raw()'s configured instance
+    (refusal,) = outcome.refusals
+    assert refusal.line == (
+        "pod gpu-users/gpu-01-0: instance 'gpu-01' is also configured in ssh-gateway:instances, and the file's "
+        "entry wins: rename one of the two"
+    )
+
+
+def test_an_object_two_stacks_select_is_refused_naming_the_stacks() -> None:
+    other = Selection(stack="ssh-gateway.prod", kind=DiscoverFrom.PODS, namespaces=("gpu-users",), selector=EXPOSE)
+    elsewhere = Selection(stack="x.y", kind=DiscoverFrom.PODS, namespaces=("other",), selector=EXPOSE)
+    outcome = run(stack(), pod("alice"), others=[other, elsewhere])
+    (refusal,) = outcome.refusals
+    assert "selected by stacks ssh-gateway.dev and ssh-gateway.prod" in refusal.line
+    assert not outcome.instances
+
+
+def test_selections_are_read_from_other_stacks_status_only() -> None:
+    mine = next_status(run(stack(), pod("alice")), {})
+    statuses = [
+        StatusMap(namespace="d", name="ssh-gateway-status-dev", stack=STACK, data=mine),
+        StatusMap(namespace="d", name="ssh-gateway-status-prod", stack="ssh-gateway.prod", data=mine),
+        StatusMap(namespace="d", name="ssh-gateway-status-bad", stack="bad", data={"selection.json": "{"}),
+    ]
+    (found,) = read_selections(statuses, STACK)
+    assert found.stack == "ssh-gateway.prod" and found.selector == EXPOSE
+
+
+def test_two_objects_of_one_name_newcomer_refused_the_known_one_kept() -> None:
+    settings = stack(namespaces=["gpu-users", "team-b"])
+    fresh = run(settings, pod("alice"), pod("alice", ns="team-b"))
+    assert not fresh.instances and len(fresh.refusals) == 2
+    first = run(settings, pod("alice"))
+    later = run(settings, pod("alice"), pod("alice", ns="team-b"), memory=remember(first))
+    (found,) = later.instances
+    assert found.namespace == "gpu-users"
+    assert later.refusals[0].line.startswith("pod team-b/alice-0: instance name 'alice' is also that of pod gpu-users")
+
+
+def test_a_pod_no_label_selects_alone_is_refused() -> None:
+    outcome = run(stack(nameLabel=None), pod("alice"))
+    assert "no label selects this pod alone" in outcome.refusals[0].line
+
+
+def test_a_pin_taken_by_another_instance_is_refused() -> None:
+    settings = parse_settings(
+        raw(
+            discovery={
+                "from": "pods",
+                "namespaces": ["gpu-users"],
+                "selector": EXPOSE,
+                "nameLabel": "ssh-gateway.io/instance",
+            },
+            kubernetes={"nodeIp": "10.0.0.4"},
+            instances=[{"name": "gpu-01", "target": "static", "staticHost": "h", "staticPort": 22, "port": 40001}],
+        )
+    )
+    outcome = run(settings, pod("alice", port="40001"), pod("bob", port="50000"))
+    assert [r.line for r in outcome.refusals] == [
+        "pod gpu-users/alice-0: ssh-gateway.io/port = \"40001\": is pinned by instance 'gpu-01' already",
+        'pod gpu-users/bob-0: ssh-gateway.io/port = "50000": is outside ssh-gateway:ports.range 40000-40019',
+    ]
+
+
+def test_connect_routing_needs_the_stacks_connect_entry() -> None:
+    outcome = run(stack(), pod("alice", routing="connect"))
+    assert outcome.refusals[0].line == (
+        'pod gpu-users/alice-0: ssh-gateway.io/routing = "connect": routing connect needs ssh-gateway:connect, which '
+        "this stack has not"
+    )
+
+
+def test_a_connect_pod_gets_a_service_of_its_own_in_its_namespace() -> None:
+    settings = parse_settings(
+        raw(
+            discovery={
+                "from": "pods",
+                "namespaces": ["gpu-users"],
+                "selector": EXPOSE,
+                "nameLabel": "ssh-gateway.io/instance",
+            },
+            connect={"public": {"via": "pangolin", "port": 40100}},
+        )
+    )
+    (found,) = run(settings, pod("alice", routing="connect")).instances
+    assert isinstance(found.instance, ConnectServiceInstance)
+    assert settings.connect_instance(found.instance).authority == "ssh-alice.gpu-users.svc.cluster.local"
+
+
+def test_the_status_records_selection_instances_with_endpoints_and_refusals() -> None:
+    outcome = run(stack(), pod("alice"), pod("eve", user="ro ot"))
+    data = next_status(outcome, {"alice": {"host": "ssh-alice.example.com", "port": 40003, "ssh": "ssh ..."}})
+    assert sorted(data) == ["instance.alice.json", "refused.gpu-users.eve-0.json", "selection.json"]
+    alice = json.loads(data["instance.alice.json"])
+    assert alice["object"] == {"kind": "pods", "namespace": "gpu-users", "name": "alice-0"}
+    assert alice["endpoint"]["port"] == 40003 and alice["missingSince"] is None
+    assert json.loads(data["selection.json"]) == {
+        "stack": STACK,
+        "from": "pods",
+        "namespaces": ["gpu-users"],
+        "selector": EXPOSE,
+    }
+    assert "ssh-gateway.io/user" in json.loads(data["refused.gpu-users.eve-0.json"])["error"]
+
+
+def test_a_status_entry_this_program_never_wrote_is_an_error_not_an_empty_memory() -> None:
+    status = StatusMap(namespace="d", name="s", stack=STACK, data={"instance.alice.json": '{"uid": 1}'})
+    with pytest.raises(StatusError, match=r"key instance\.alice\.json is not an instance entry"):
+        read_memory(status)
+
+
+names = st.sampled_from(["a", "b", "c", "d", "e", "f"])
+
+
+@hypothesis_settings(max_examples=60, deadline=None)
+@given(
+    before=st.sets(names),
+    after=st.sets(names),
+    minutes=st.integers(min_value=0, max_value=30),
+    grace=st.integers(min_value=0, max_value=20),
+    limit=st.integers(min_value=0, max_value=6),
+)
+def test_removals_are_within_the_limit_or_none_and_no_instance_is_lost_silently(
+    before: set[str], after: set[str], minutes: int, grace: int, limit: int
+) -> None:
+    settings = stack(gracePeriod=grace * 60, maxRemovals=limit)
+    first = run(settings, *[pod(n) for n in sorted(before)])
+    gone = run(settings, *[pod(n) for n in sorted(after)], memory=remember(first))
+    later = run(settings, *[pod(n) for n in sorted(after)], memory=remember(gone), now=NOW + timedelta(minutes=minutes))
+    kept = {f.instance.name for f in later.instances}
+    removed = set(gone.removed) | set(later.removed)
+    for one in (gone, later):
+        assert len(one.removed) <= limit and not (one.removed and one.held)
+    assert kept | removed == before | after  # every instance stays or is removed, by name
+    assert removed <= before - after  # only what is gone from a complete listing
+    assert not removed & kept
+    if grace > 0:
+        assert not gone.removed  # gone at NOW: nothing goes within the grace period
+    if minutes < grace:
+        assert not later.removed and not later.held

@@ -27,6 +27,7 @@ from providers.sdk_patches import patch_the_sdk
 from ssh_gateway.core.connect import ConnectGateway, Entry, PangolinEntry, StandaloneEnvoy, envoy_bootstrap_yaml
 from ssh_gateway.core.credentials import find_api_key
 from ssh_gateway.core.derived_names import check_derived_names
+from ssh_gateway.core.discovery import Outcome
 from ssh_gateway.core.firewall import RuleDesign, Sources, connect_priority, nsg_priority
 from ssh_gateway.core.host_identity import cert_authority_lines, private_seed
 from ssh_gateway.core.issued_identity import issued_identity
@@ -72,6 +73,7 @@ from ssh_gateway.core.trust import (
     known_hosts_file,
 )
 
+from .cluster_instances import read_discovered, register_status, with_discovered
 from .connect_entry import ConnectEntry, ConnectEntryArgs
 from .connect_ssh_instance import ConnectSshInstance, ConnectSshInstanceArgs
 from .firewall_rule import FirewallRuleArgs
@@ -110,10 +112,11 @@ def run(*, project: str, stack: str) -> None:
         settings = load_settings()
         org = read_pangolin_org(settings)
         check_connect_port(settings, org, project=project, stack=stack)
+        discovered = read_discovered(settings, project=project, stack=stack)
     except pulumi.RunError as problem:
         pulumi.log.error(str(problem))  # synchronous: sent before the exit below
         sys.exit(_ALREADY_SHOWN)
-    for key, value in build(settings, org=org, project=project, stack=stack).items():
+    for key, value in build(settings, org=org, project=project, stack=stack, discovered=discovered).items():
         pulumi.export(key, value)
 
 
@@ -165,10 +168,19 @@ def check_connect_port(settings: Settings, org: OrgView, *, project: str, stack:
 
 
 def build(
-    settings: Settings, *, org: OrgView, project: str, stack: str, nsg: NsgView | None = None
+    settings: Settings,
+    *,
+    org: OrgView,
+    project: str,
+    stack: str,
+    nsg: NsgView | None = None,
+    discovered: Outcome | None = None,
 ) -> dict[str, object]:
-    """Registers the allocation, every instance, the CONNECT entry and their providers; returns the outputs.
-    `nsg`: the stack's NSG as read at preview (its merged rules keep the priorities they hold)."""
+    """Registers the allocation, every instance (the configured ones, then the `discovered`), the CONNECT entry,
+    their providers and, with discovery, the status ConfigMap; returns the outputs. `nsg`: the stack's NSG as
+    read at preview (its merged rules keep the priorities they hold)."""
+    if discovered is not None:
+        settings = with_discovered(settings, discovered)
     for warning in settings.warnings():
         pulumi.log.warn(warning)
     port_range = settings.ports.range
@@ -254,6 +266,16 @@ def build(
             ]
         ),
     )
+    if discovered is not None:
+        register_status(
+            settings,
+            discovered,
+            endpoints,
+            list(instances.values()),
+            provider=k8s_provider,
+            project=project,
+            stack=stack,
+        )
     return stack_outputs(
         endpoints={i.name: endpoints[i.name] for i in settings.instances},
         pangolin_url=settings.pangolin.url,

@@ -51,6 +51,7 @@ __all__ = [
     "STACK_MARK",
     "STACK_TYPE",
     "STATUS_HELD_KEY",
+    "STATUS_RESOURCE_NAME",
     "STATUS_SELECTION_KEY",
     "STATUS_TYPE",
     "DiscoverFrom",
@@ -346,6 +347,9 @@ STACK_LABEL: Final = f"{DISCOVERY_PREFIX}stack"
 
 STATUS_TYPE: Final = CONFIG_MAP_TYPE
 """The stack's status ConfigMap (one per stack with `ssh-gateway:discovery`)."""
+
+STATUS_RESOURCE_NAME: Final = "discovery-status"
+"""The Pulumi name of the stack's status ConfigMap (one per stack, no instance owns it)."""
 
 STATUS_SELECTION_KEY: Final = "selection.json"
 """The status key holding the stack's selection (`from`, namespaces, selector): other stacks read it."""

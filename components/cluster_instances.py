@@ -1,0 +1,120 @@
+"""Instances discovered from the cluster, in the program (`ssh-gateway:discovery`, docs/cluster-instances.md):
+the cluster read before anything is registered, the instances merged into the settings the rest of `build`
+sees, and the stack's status ConfigMap, written once the instances' resources exist.
+
+Reading is read-only, so previews do it too: `pulumi preview` shows a discovered instance's changes as it shows
+the file's. Any failure to read (the listing, this stack's status, the other stacks') is one `RunError` before
+anything is registered, so nothing is deleted for want of an answer.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any, Final
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from ssh_gateway.core.addresses import DNS_NAME_MAX
+from ssh_gateway.core.discovery import Outcome, StatusError, discover, next_status, read_memory, read_selections
+from ssh_gateway.core.names import (
+    MANAGED_BY,
+    MANAGED_BY_LABEL,
+    STACK_LABEL,
+    STATUS_RESOURCE_NAME,
+    stack_label,
+    status_config_map_name,
+)
+from ssh_gateway.core.settings import Settings
+from ssh_gateway.kube import KubeError, api_client, list_selected, read_status, read_statuses
+
+from .kubernetes_objects import ownership_annotations
+
+__all__ = ["read_discovered", "register_status", "with_discovered"]
+
+_LABEL_VALUE: Final = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
+_SUBDOMAIN: Final = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
+
+
+def read_discovered(settings: Settings, *, project: str, stack: str) -> Outcome | None:
+    """The discovered instances of this run (None for a stack without `ssh-gateway:discovery`), from complete
+    reads of the cluster; a `RunError` when any read fails or the status holds what this program never wrote."""
+    section = settings.discovery
+    if section is None:
+        return None
+    _check_names(project, stack)
+    kube = settings.kubernetes
+    namespace, name = settings.status_namespace, status_config_map_name(stack)
+    try:
+        api = api_client(kube.kubeconfig, kube.context)
+        with api:
+            listing = list_selected(api, section.from_, section.namespaces, section.selector)
+            status = read_status(api, namespace, name)
+            statuses = read_statuses(api, namespace)
+        memory = read_memory(status)
+    except (KubeError, StatusError) as exc:
+        raise pulumi.RunError(f"ssh-gateway:discovery: {exc}; nothing was changed") from None
+    own = stack_label(project, stack)
+    return discover(
+        listing=listing,
+        memory=memory,
+        others=read_selections(statuses, own),
+        settings=settings,
+        stack=own,
+        now=datetime.now(UTC),
+    )
+
+
+def _check_names(project: str, stack: str) -> None:
+    """The status ConfigMap's name and stack label are built from the stack's name, which must fit them."""
+    name, label = status_config_map_name(stack), stack_label(project, stack)
+    if len(name) > DNS_NAME_MAX or not _SUBDOMAIN.fullmatch(name):
+        raise pulumi.RunError(
+            f"ssh-gateway:discovery: stack {stack!r} makes the status ConfigMap name {name!r}, which Kubernetes "
+            "refuses (lowercase letters, digits, '-' and '.'): use such a stack name"
+        )
+    if not _LABEL_VALUE.fullmatch(label):
+        raise pulumi.RunError(
+            f"ssh-gateway:discovery: project and stack make the label value {label!r}, which Kubernetes refuses "
+            "(at most 63 letters, digits, '-', '_' and '.'): use a shorter stack name"
+        )
+
+
+def with_discovered(settings: Settings, outcome: Outcome) -> Settings:
+    """The settings with the discovered instances after the configured ones (each already validated by the
+    instance models and the stack's rules); one warning per refusal and for the guard."""
+    for line in outcome.warnings():
+        pulumi.log.warn(line)
+    found = tuple(f.instance for f in outcome.instances)
+    return settings.model_copy(update={"instances": (*settings.instances, *found)})
+
+
+def register_status(
+    settings: Settings,
+    outcome: Outcome,
+    endpoints: Mapping[str, object],
+    instances: Sequence[pulumi.Resource],
+    *,
+    provider: k8s.Provider | None,
+    project: str,
+    stack: str,
+) -> k8s.core.v1.ConfigMap:
+    """The stack's status ConfigMap: the selection, each discovered instance's object, accepted annotations and
+    endpoint, each refused object's line, the held removals. It depends on every instance, so an endpoint is
+    written once the instance's resources exist, and an entry goes in the run that removes its instance."""
+    names = [f.instance.name for f in outcome.instances]
+    resolved: pulumi.Output[Any] = pulumi.Output.from_input({n: endpoints[n] for n in names})
+    data = resolved.apply(lambda eps: next_status(outcome, eps))
+    return k8s.core.v1.ConfigMap(
+        STATUS_RESOURCE_NAME,
+        metadata=k8s.meta.v1.ObjectMetaArgs(
+            name=status_config_map_name(stack),
+            namespace=settings.status_namespace,
+            labels={MANAGED_BY_LABEL: MANAGED_BY, STACK_LABEL: stack_label(project, stack)},
+            annotations=ownership_annotations(skip_await=settings.kubernetes.skip_await),
+        ),
+        data=data,
+        opts=pulumi.ResourceOptions(provider=provider, depends_on=list(instances)),
+    )

@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from ssh_gateway.core.names import DiscoverFrom
-from ssh_gateway.core.settings import Discovery, parse_settings
+from ssh_gateway.core.settings import Discovery, NodePortInstance, parse_settings
+from ssh_gateway.core.targets import StaticTarget
 
 from .test_settings import error, raw
 
@@ -93,3 +94,25 @@ def test_discovery_needs_a_live_cluster_not_rendered_yaml() -> None:
     message = error(discovery=discovery(), kubernetes={"renderDir": "out"})
     assert "ssh-gateway:discovery: lists instances from a live cluster" in message
     assert "kubernetes.renderDir" in message
+
+
+def test_an_instance_namespace_moves_its_service_and_secret_and_defaults_to_the_stacks() -> None:
+    settings = parse_settings(
+        raw(
+            kubernetes={"namespace": "ssh", "nodeIp": "10.0.0.4"},
+            instances=[
+                {"name": "a"},
+                {"name": "b", "namespace": "team-b"},
+                {"name": "c", "target": "static", "staticHost": "h", "staticPort": 22},
+                {"name": "d", "target": "static", "staticHost": "h", "staticPort": 22, "namespace": "team-d"},
+            ],
+        )
+    )
+    a, b, c, d = settings.instances
+    assert isinstance(a, NodePortInstance) and isinstance(b, NodePortInstance)
+    target_a, target_b = settings.target_of(a), settings.target_of(b)
+    assert not isinstance(target_a, StaticTarget) and target_a.service.namespace == "ssh"
+    assert not isinstance(target_b, StaticTarget) and target_b.service.namespace == "team-b"
+    # A static target delivers its host-key Secret only where it names a namespace.
+    assert not settings.delivers_secret(c) and settings.delivers_secret(d)
+    assert settings.namespace_of(d) == "team-d"

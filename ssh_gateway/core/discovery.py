@@ -61,6 +61,7 @@ __all__ = [
     "State",
     "StatusError",
     "discover",
+    "next_expiry",
     "next_status",
     "read_memory",
     "read_selections",
@@ -256,6 +257,13 @@ def read_memory(status: StatusMap | None) -> dict[str, Remembered]:
                 f"{where} is not an instance entry this program writes ({type(exc).__name__}): fix or delete the key"
             ) from None
     return found
+
+
+def next_expiry(memory: Mapping[str, Remembered], grace_period: int) -> datetime | None:
+    """When the first gone instance's grace period ends (the next run after it removes the instance), or None
+    when none is gone: the time a trigger such as `ssh-gateway reconcile` wakes up at."""
+    gone = [r.missing_since for r in memory.values() if r.missing_since is not None]
+    return min(gone) + timedelta(seconds=grace_period) if gone else None
 
 
 def read_selections(statuses: Sequence[StatusMap], own_stack: str) -> list[Selection]:

@@ -20,6 +20,7 @@ from ssh_gateway.core.discovery import (
     State,
     StatusError,
     discover,
+    next_expiry,
     next_status,
     read_memory,
     read_selections,
@@ -175,6 +176,15 @@ def test_a_gone_pod_keeps_its_instance_for_the_grace_period_then_goes() -> None:
     expired = run(settings, pod("alice"), memory=remember(later), now=NOW + timedelta(minutes=10))
     assert [f.instance.name for f in expired.instances] == ["alice"] and expired.removed == ("bob",)
     assert "instance.bob.json" not in next_status(expired, {})
+
+
+def test_the_next_expiry_is_the_first_gone_instances_end_of_grace() -> None:
+    settings = stack(gracePeriod=600)
+    first = run(settings, pod("alice"), pod("bob"), pod("carol"))
+    assert next_expiry(remember(first), 600) is None
+    bob_gone = run(settings, pod("alice"), pod("carol"), memory=remember(first))
+    both_gone = run(settings, pod("alice"), memory=remember(bob_gone), now=NOW + timedelta(minutes=3))
+    assert next_expiry(remember(both_gone), 600) == NOW + timedelta(minutes=10)
 
 
 def test_a_pod_back_within_the_grace_period_is_the_same_instance() -> None:

@@ -13,6 +13,7 @@ import pytest
 from pulumi import automation as auto
 
 from pangolin_emulator.harness import EmulatorHandle
+from ssh_gateway.core.names import urn_name
 from ssh_gateway.local.control_plane import RESTRICTED_USER, ControlPlane
 
 from .conftest import StackFactory, stack_config
@@ -141,6 +142,16 @@ def test_a_labelled_pod_gets_a_service_of_the_stacks_in_its_namespace(
     }
     create(kube, ns, "pods", pod)
     stack = make_stack(config(emulator, kube, ns, **{"from": "pods", "nameLabel": "ssh-gateway.io/instance"}))
+    # A preview shows the discovered instance's resources, as it shows the file's.
+    planned: list[tuple[str, str]] = []
+
+    def seen(event: auto.EngineEvent) -> None:
+        if event.resource_pre_event is not None:
+            step = event.resource_pre_event.metadata
+            planned.append((step.op.value, urn_name(step.urn)))
+
+    stack.preview(on_event=seen)
+    assert {("create", "carol"), ("create", "carol-service"), ("create", "carol-pangolin")} <= set(planned)
     endpoints = stack.up().outputs["endpoints"].value
     assert sorted(endpoints) == ["carol"]
     with kube.client() as api:

@@ -56,7 +56,7 @@ def check_nsg_fits(settings: Settings, *, project: str, stack: str) -> NsgView |
         return None
     view = read_nsg(fw)
     try:
-        planned = planned_rules(settings, project=project, stack=stack, held=view.held(project, stack))
+        planned = planned_rules(settings, project=project, stack=stack, nsg=view)
     except ValueError as exc:
         raise pulumi.RunError(f"{RULES_KEY}: {exc}") from None
     hint = ""

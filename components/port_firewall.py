@@ -17,6 +17,7 @@ import pulumi
 from providers.pangolin import PangolinTcpResource
 from ssh_gateway.core.firewall import RuleDesign, RulePlan, plan_rules, rule_ports
 from ssh_gateway.core.names import FIREWALL, FIREWALL_TYPE, merged_rule_name, merged_rule_resource
+from ssh_gateway.core.nsg_fit import NsgView
 from ssh_gateway.core.settings import FirewallOn, Settings
 
 from .firewall_rule import FirewallRuleArgs, nsg_rule
@@ -79,15 +80,17 @@ def merged_firewall(
     *,
     project: str,
     stack: str,
-    held: Mapping[str, int],
+    nsg: NsgView | None,
 ) -> PortFirewall | None:
-    """The stack's `PortFirewall` with `firewall.rules: merged` and some port-mode instance; else None. `held`:
-    the priorities the stack's merged rules hold in the NSG (read at preview), which they keep."""
+    """The stack's `PortFirewall` with `firewall.rules: merged` and some port-mode instance; else None. `nsg`: the
+    NSG as read at preview, whose priorities the stack's merged rules keep and new ones avoid."""
     fw = settings.firewall
     port_range = settings.ports.range
     if not isinstance(fw, FirewallOn) or fw.rules != RuleDesign.MERGED or port_range is None or not pangolin:
         return None
-    plans = plan_rules(settings.port_sources(), fw.source_cidrs, port_range, fw.priority_base, held)
+    held = nsg.held(project, stack) if nsg is not None else {}
+    busy = nsg.busy(project, stack) if nsg is not None else set()
+    plans = plan_rules(settings.port_sources(), fw.source_cidrs, port_range, fw.priority_base, held, busy)
     args = PortFirewallArgs(
         resource_group=fw.resource_group,
         nsg_name=fw.nsg_name,

@@ -215,8 +215,7 @@ def build(
         }
     if allocation is not None:
         pangolin = {name: i.pangolin for name, i in by_port.items()}
-        held = nsg.held(project, stack) if nsg is not None else {}
-        merged_firewall(settings, allocation.ports, pangolin, project=project, stack=stack, held=held)
+        merged_firewall(settings, allocation.ports, pangolin, project=project, stack=stack, nsg=nsg)
     endpoints: dict[str, object] = {name: _port_endpoint(i) for name, i in by_port.items()}
     connect: dict[str, object] | None = None
     envoy_config: str | None = None

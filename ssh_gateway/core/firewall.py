@@ -3,10 +3,11 @@
 A stack's priorities are the block `priorityBase .. priorityBase + range size - 1` (shards sharing an NSG give
 each other disjoint blocks: docs/scaling.md). Two rule designs use it (`ssh-gateway:firewall.rules`):
 
-- `merged` (the default): one rule per distinct set of sources, carrying every port of the instances with that
-  set in `destinationPortRanges`, contiguous ports merged ("40001-40007"). Its priority is a slot counted down
-  from the block's second-highest priority, the stack's default sources in slot 0: fixed by the config, not by
-  any port. A +1 or a removal is one update of one rule; 10,000 instances in 40 shards are 40 rules.
+- `merged`: one rule per distinct set of sources, carrying every port of the instances with that set in
+  `destinationPortRanges`, contiguous ports merged ("40001-40007"). Its priority is a slot counted down from the
+  block's second-highest priority (the stack's default sources prefer slot 0), chosen when the rule is new around
+  the priorities other rules hold, then kept (read back from the NSG at preview). A +1 or a removal is one update
+  of one rule; 10,000 instances in 40 shards are 40 rules.
   Azure documents no limit on the entries of `destinationPortRanges` (its limits page lists rules per NSG,
   addresses per NSG and application security groups per rule), so one rule holds a set's ports, whatever many.
 - `perInstance`: one rule per instance, priority `priorityBase + (port - range start)`: a bijection on the
@@ -55,6 +56,7 @@ __all__ = [
     "parse_sources",
     "plan_rules",
     "port_ranges",
+    "ports_of",
     "rule_ports",
     "source_fields",
     "source_key",
@@ -235,6 +237,16 @@ def port_ranges(ports: Iterable[int]) -> tuple[str, ...]:
     return tuple(out)
 
 
+def ports_of(ranges: Iterable[str]) -> set[int]:
+    """The ports that `destinationPortRanges` entries name (`"40001-40007"`, `"40009"`); `*` and junk name none."""
+    ports: set[int] = set()
+    for entry in ranges:
+        first, _, last = str(entry).partition("-")
+        if first.strip().isdigit() and (not last or last.strip().isdigit()):
+            ports.update(range(int(first), int(last or first) + 1))
+    return ports
+
+
 def merged_priority(slot: int, port_range: PortRange, base: int = DEFAULT_PRIORITY_BASE) -> int:
     """The priority of a merged rule's slot: down from the block's second-highest, `base + size - 2 - slot`."""
     if not 0 <= slot < min(MERGED_SLOTS, port_range.size - 1):
@@ -264,7 +276,7 @@ def _rule_key(key: str, default_key: str) -> str:
 
 
 def _slot_hash(key: str, slots: int) -> int:
-    return 1 + int(hashlib.sha256(key.encode()).hexdigest(), 16) % (slots - 1)
+    return int(hashlib.sha256(key.encode()).hexdigest(), 16) % slots
 
 
 def plan_rules(
@@ -273,13 +285,16 @@ def plan_rules(
     port_range: PortRange,
     base: int = DEFAULT_PRIORITY_BASE,
     held: Mapping[str, int] | None = None,
+    busy: Iterable[int] = (),
 ) -> list[RulePlan]:
     """The merged rules for instances with these sources: one per distinct set, the default set's first.
 
-    The default set has slot 0. Another set keeps the priority its rule holds in the NSG (`held`, by key, read
-    at preview) while that is one of the stack's slots; a new set takes the slot its hash names (1..), or the
-    next free one. So adding or removing an instance or a set never moves another rule's priority (a move
-    would meet the old holder while both exist). A `ValueError` when the sets do not fit the stack's slots.
+    A set whose rule the NSG already holds (`held`: key -> priority, read at preview) keeps that priority while
+    it is one of the stack's slots. A new set takes its preferred slot (0 for the default sources, the one its
+    hash names for another), or the next one, skipping the slots of other sets and the priorities `busy` in the
+    NSG (other rules', and this stack's per-instance rules while it moves to merged ones: both exist until the
+    end of that `up`). So no rule's priority moves when instances or sets come and go. A `ValueError` when the
+    sets do not fit the stack's slots.
     """
     slots = min(MERGED_SLOTS, port_range.size - 1)
     members: dict[str, list[str]] = {}
@@ -289,25 +304,30 @@ def plan_rules(
         members.setdefault(key, []).append(instance)
         by_key[key] = _canonical(own)
     default_key = source_key(default)
-    others = sorted(k for k in members if k != default_key)
-    if (default_key in members and slots < 1) or len(others) > slots - 1:
+    wanted = sorted(members, key=lambda k: (k != default_key, k))
+    if len(wanted) > slots:
         raise ValueError(
-            f"{len(members)} distinct sets of sourceCidrs need as many NSG priorities, but ports {port_range} "
-            f"({PRIORITY_BASE_KEY}={base}) leave {max(slots, 0)}, the first for firewall.sourceCidrs; give more "
-            f"instances the same sourceCidrs, or set {RULES_KEY.removeprefix('ssh-gateway:')}: "
-            f"{RuleDesign.PER_INSTANCE}"
+            f"{len(wanted)} distinct sets of sourceCidrs need as many NSG priorities, but ports {port_range} "
+            f"({PRIORITY_BASE_KEY}={base}) leave {max(slots, 0)}; give more instances the same sourceCidrs, or set "
+            f"{RULES_KEY.removeprefix('ssh-gateway:')}: {RuleDesign.PER_INSTANCE}"
         )
-    taken: dict[int, str] = {0: default_key} if default_key in members else {}
-    for key in others:
+    top = base + port_range.size - 2
+    taken: dict[int, str] = {}
+    for key in wanted:
         priority = (held or {}).get(_rule_key(key, default_key))
-        slot = None if priority is None else base + port_range.size - 2 - priority
-        if slot is not None and 0 < slot < slots and slot not in taken:
+        slot = None if priority is None else top - priority
+        if slot is not None and 0 <= slot < slots and slot not in taken:
             taken[slot] = key
-    for key in (k for k in others if k not in taken.values()):
-        slot = _slot_hash(key, slots)
-        while slot in taken:
-            slot = slot % (slots - 1) + 1
-        taken[slot] = key
+    blocked = {top - p for p in busy}
+    for key in (k for k in wanted if k not in taken.values()):
+        first = 0 if key == default_key else _slot_hash(key, slots)
+        free = [s for s in (*range(first, slots), *range(first)) if s not in taken and s not in blocked]
+        if not free:
+            raise ValueError(
+                f"no NSG priority is free for this stack's merged rule of sources {key}: its slots "
+                f"{top - slots + 1}-{top} are held by other rules of the NSG"
+            )
+        taken[free[0]] = key
     return [
         RulePlan(
             key=_rule_key(key, default_key),
@@ -341,9 +361,10 @@ def merged_rules(
     port_range: PortRange,
     base: int = DEFAULT_PRIORITY_BASE,
     held: Mapping[str, int] | None = None,
+    busy: Iterable[int] = (),
 ) -> list[MergedRule]:
     """Every merged rule of a stack from its port table and each instance's sources: what the program registers."""
     return [
         MergedRule(plan.key, plan.sources, plan.priority, rule_ports(plan, ports))
-        for plan in plan_rules(sources, default, port_range, base, held)
+        for plan in plan_rules(sources, default, port_range, base, held, busy)
     ]

@@ -72,6 +72,15 @@ class NsgView:
         """Whether the rule is this stack's, by the mark at the end of its description."""
         return rule.description.endswith(f"[stack {stack_mark(project, stack)}]")
 
+    def busy(self, project: str, stack: str) -> set[int]:
+        """The inbound priorities held by rules other than this stack's merged ones: a new merged rule avoids them."""
+        return {
+            r.priority
+            for r in self.rules
+            if r.direction.lower() == "inbound"
+            and not (merged_rule_key(r.name, project, stack) is not None and self.ours(r, project, stack))
+        }
+
     def held(self, project: str, stack: str) -> dict[str, int]:
         """This stack's merged rules in the NSG: key -> the priority each holds."""
         out: dict[str, int] = {}
@@ -93,7 +102,7 @@ class PlannedRule:
     addresses: int
 
 
-def planned_rules(settings: Settings, *, project: str, stack: str, held: dict[str, int]) -> list[PlannedRule]:
+def planned_rules(settings: Settings, *, project: str, stack: str, nsg: NsgView) -> list[PlannedRule]:
     """The inbound rules the stack holds after its `up`, as the config decides them (none with the firewall off)."""
     fw = settings.firewall
     if not isinstance(fw, FirewallOn):
@@ -101,7 +110,8 @@ def planned_rules(settings: Settings, *, project: str, stack: str, held: dict[st
     port_range = settings.ports.range
     out: list[PlannedRule] = []
     if port_range is not None and fw.rules == RuleDesign.MERGED:
-        plans = plan_rules(settings.port_sources(), fw.source_cidrs, port_range, fw.priority_base, held)
+        held, busy = nsg.held(project, stack), nsg.busy(project, stack)
+        plans = plan_rules(settings.port_sources(), fw.source_cidrs, port_range, fw.priority_base, held, busy)
         out += [
             PlannedRule(merged_rule_name(project, stack, p.key), (p.priority, p.priority), address_count(p.sources))
             for p in plans

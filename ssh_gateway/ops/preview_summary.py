@@ -24,13 +24,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-from ssh_gateway.core.firewall import opens_to_world
+from ssh_gateway.core.firewall import opens_to_world, ports_of
 from ssh_gateway.core.names import (
     ALLOCATION_TYPE,
     COMPONENT_TYPE,
     CONNECT_ENTRY_TYPE,
     CONNECT_INSTANCE_TYPE,
     ENVOY_FILTER_TYPE,
+    FIREWALL_TYPE,
     NSG_RULE_TYPE,
     PANGOLIN_TYPE,
     SERVICE_TYPE,
@@ -38,6 +39,7 @@ from ssh_gateway.core.names import (
     entry_of,
     instance_of,
     public_host,
+    type_chain,
     urn_name,
     urn_type,
 )
@@ -349,12 +351,53 @@ def _firewall(inst: _Instance) -> tuple[str, ...]:
     return (f"{_nsg_port(new)}: rule {'replaced' if op == 'replace' else 'updated'}",)
 
 
+@dataclass(frozen=True)
+class _MergedPorts:
+    """The ports the stack's merged rules (`firewall.rules: merged`) open before and after, and to whom."""
+
+    before: Mapping[int, str] = field(default_factory=dict)
+    after: Mapping[int, str] = field(default_factory=dict)
+
+    def changed(self) -> set[int]:
+        """The ports opened, closed, or opened to others."""
+        return {p for p in {*self.before, *self.after} if self.before.get(p) != self.after.get(p)}
+
+    def of(self, old_port: int | None, new_port: int | None) -> tuple[str, ...]:
+        """An instance's share, worded as its own rule's would be: its old port closed, its new one opened."""
+        out = []
+        if old_port is not None and old_port != new_port and old_port in self.before:
+            out.append(f"closes {old_port}")
+        if new_port is not None and new_port in self.after:
+            now, was = self.after[new_port], self.before.get(new_port)
+            if old_port != new_port or was is None:
+                out.append(f"opens {new_port} to {now}")
+            elif was != now:
+                out.append(f"{new_port}: sources {was} → {now}")
+        return tuple(out)
+
+
+def _merged_ports(steps: Sequence[Mapping[str, Any]]) -> _MergedPorts:
+    before: dict[int, str] = {}
+    after: dict[int, str] = {}
+    for step in steps:
+        urn = str(step.get("urn", ""))
+        if urn_type(urn) != NSG_RULE_TYPE or FIREWALL_TYPE not in type_chain(urn):
+            continue
+        op = _OPS.get(str(step.get("op")), "same")
+        for which, into, skip in (("oldState", before, "create"), ("newState", after, "delete")):
+            inputs = _inputs(step, which)
+            if op != skip and inputs:
+                whom = ", ".join(_sources(inputs)) or "any source"
+                into.update(dict.fromkeys(ports_of(inputs.get("destinationPortRanges") or []), whom))
+    return _MergedPorts(before, after)
+
+
 def _changed_keys(step: Mapping[str, Any]) -> list[str]:
     old, new = _inputs(step, "oldState"), _inputs(step, "newState")
     return sorted(k for k in {*old, *new} if not k.startswith("__") and old.get(k) != new.get(k))
 
 
-def _row(inst: _Instance, alloc: _Allocation, endpoints: _Endpoints) -> InstanceChange:
+def _row(inst: _Instance, alloc: _Allocation, endpoints: _Endpoints, merged: _MergedPorts) -> InstanceChange:
     component = inst.ops.get(COMPONENT_TYPE)
     pangolin = inst.steps.get(PANGOLIN_TYPE, {})
     old_in, new_in = _inputs(pangolin, "oldState"), _inputs(pangolin, "newState")
@@ -412,7 +455,7 @@ def _row(inst: _Instance, alloc: _Allocation, endpoints: _Endpoints) -> Instance
         old_port=old_port,
         new_port=new_port,
         target=target,
-        firewall=_firewall(inst),
+        firewall=_firewall(inst) + merged.of(old_port, new_port),
         replaced=replaced,
         touched=touched,
     )
@@ -492,12 +535,12 @@ def _entry_row(inst: _Instance) -> InstanceChange:
     )
 
 
-def _any_row(inst: _Instance, alloc: _Allocation, endpoints: _Endpoints) -> InstanceChange:
+def _any_row(inst: _Instance, alloc: _Allocation, endpoints: _Endpoints, merged: _MergedPorts) -> InstanceChange:
     if inst.name == ENTRY_ROW:
         return _entry_row(inst)
     if endpoints.routing(inst.name, inst.ops) is Routing.CONNECT:
         return _connect_row(inst, endpoints)
-    return _row(inst, alloc, endpoints)
+    return _row(inst, alloc, endpoints, merged)
 
 
 def _warnings(preview: Mapping[str, Any], rows: Sequence[InstanceChange], alloc: _Allocation) -> list[str]:
@@ -558,8 +601,15 @@ def summarize(preview: Mapping[str, Any]) -> Summary:
     old_outputs = _old_outputs(steps)
     alloc = _allocation(steps, old_outputs)
     endpoints = _endpoints(preview, old_outputs)
+    merged = _merged_ports(steps)
+    instances = _collect(steps)
+    # An instance whose port only a merged rule opens or closes has no step of its own: its row comes from there.
+    holders = {**{p: n for n, p in alloc.old_ports.items()}, **{p: n for n, p in alloc.new_ports.items()}}
+    for port in sorted(merged.changed()):
+        if port in holders:
+            instances.setdefault(holders[port], _Instance(holders[port]))
     rows = sorted(
-        (_any_row(inst, alloc, endpoints) for inst in _collect(steps).values()),
+        (_any_row(inst, alloc, endpoints, merged) for inst in instances.values()),
         key=lambda r: (_ORDER.index(r.change), r.instance),
     )
     summary = preview.get("changeSummary")

@@ -111,3 +111,33 @@ def test_summary_names_the_nsg_rules_opened_and_closed(
     assert "| closes 40000; opens 40009 to 203.0.113.0/24 |" in markdown
     assert "| `d` | touched: d-nsg-rule: sourceAddressPrefix | `ssh -p 40002 root@ssh-d.example.test` |" in markdown
     assert "- `c`: the NSG rule opens 40003 to Internet, i.e. to anyone." in markdown
+
+
+def test_summary_names_each_instances_port_in_the_merged_rules(
+    azure_native: str, emulator: EmulatorHandle, make_stack: StackFactory
+) -> None:
+    # firewall.rules: merged: one rule per set of sources, yet each row still says which port opens to whom.
+    firewall = {"resourceGroup": "rg-gw", "nsgName": "nsg-gw", "sourceCidrs": ["203.0.113.0/24"], "rules": "merged"}
+    before = [static_instance("a"), static_instance("b"), static_instance("d"), static_instance("f")]
+    stack = make_stack(stack_config(emulator, before, firewall=firewall))
+    stack.up()  # a 40000, b 40001, d 40002, f 40003
+    changed = [
+        static_instance("a", port=40009),  # moves: the stack's rule closes 40000 and opens 40009
+        static_instance("c", sourceCidrs=["Internet"]),  # added, in a rule of its own sources
+        static_instance("d", sourceCidrs=["198.51.100.9/32"]),  # its port passes to its new sources' rule
+        static_instance("f"),  # untouched: no row
+    ]  # b removed
+    make_stack(stack_config(emulator, changed, firewall=firewall), name=stack.name)
+
+    preview = pulumi("preview", "--json", "--stack", stack.name, env={"PULUMI_DEBUG_PROVIDERS": azure_native})
+    assert preview.returncode == 0, preview.stderr
+    summary = summarize(json.loads(preview.stdout))
+
+    rows = {row.instance: row for row in summary.rows}
+    assert {name: (row.change, row.firewall) for name, row in rows.items()} == {
+        "a": ("port changed", ("closes 40000", "opens 40009 to 203.0.113.0/24")),
+        "b": ("removed", ("closes 40001",)),
+        "c": ("added", ("opens 40004 to Internet",)),
+        "d": ("touched", ("40002: sources 203.0.113.0/24 → 198.51.100.9/32",)),
+    }
+    assert "- `c`: the NSG rule opens 40004 to Internet, i.e. to anyone." in render(summary)

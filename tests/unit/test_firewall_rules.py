@@ -121,7 +121,23 @@ def test_the_default_sources_take_the_blocks_second_highest_priority() -> None:
 
 def test_too_many_source_sets_are_refused_with_the_fix() -> None:
     sources: dict[str, Sources] = {f"i{n}": Cidrs((f"198.51.100.{n}/32",)) for n in range(MERGED_SLOTS + 1)}
-    with pytest.raises(ValueError, match=r"33 distinct sets of sourceCidrs .* leave 32.*firewall.rules: perInstance"):
+    with pytest.raises(ValueError, match=r"33 distinct sets of sourceCidrs .* leave 32;.*firewall.rules: perInstance"):
         plan_rules(sources, DEFAULT, RANGE)
     with pytest.raises(ValueError, match="leave 1"):
         plan_rules({"a": DEFAULT, "b": OWN_SETS[1]}, DEFAULT, PortRange(start=40000, end=40001))
+
+
+SLOTS = range(1000 + RANGE.size - 2 - 31, 1000 + RANGE.size - 1)  # the merged rules' priorities: 1167-1198
+
+
+@given(fleets(), st.sets(st.sampled_from(SLOTS), max_size=20))
+def test_new_rules_avoid_the_priorities_other_rules_hold(fleet: Fleet, busy: set[int]) -> None:
+    ports, sources = fleet
+    rules = merged_rules(ports, sources, DEFAULT, RANGE, busy=busy)
+    assert not {r.priority for r in rules} & busy
+    assert len({r.priority for r in rules}) == len(rules)
+
+
+def test_when_every_slot_is_busy_the_rule_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"no NSG priority is free .* slots 1167-1198 are held by other rules"):
+        plan_rules({"a": DEFAULT}, DEFAULT, RANGE, busy=SLOTS)

@@ -10,6 +10,7 @@ import pytest
 from components.nsg_check import check_nsg_fits
 from components.program import build
 from ssh_gateway.core.names import NSG_RULE_TYPE, PANGOLIN_TYPE, merged_rule_name, stack_marked
+from ssh_gateway.core.nsg_fit import NsgView
 from ssh_gateway.core.org import OrgView
 from tests.mocks import NSG_READ
 
@@ -82,6 +83,16 @@ def test_merged_rules_are_refused_when_the_sets_of_sources_do_not_fit_the_block(
 # --- the NSG check at preview ------------------------------------------------------------------------------------
 
 
+def run_build(stack_settings: Any, nsg: NsgView) -> None:
+    """`build` as `run` calls it after the check: with the NSG it read."""
+
+    @pulumi.runtime.test  # type: ignore[untyped-decorator]
+    def program() -> None:
+        build(stack_settings, org=OrgView(), project="ssh-gateway", stack="unit", nsg=nsg)
+
+    program()
+
+
 def _check(raw_firewall: dict[str, Any], *, stack: str = "unit", **overrides: Any) -> Any:
     return check_nsg_fits(settings(firewall=raw_firewall, **overrides), project="ssh-gateway", stack=stack)
 
@@ -94,14 +105,20 @@ def test_the_check_reads_the_nsg_and_passes_a_stack_that_fits(mocks: RecordingMo
     assert (call.args["resourceGroupName"], call.args["networkSecurityGroupName"]) == ("rg-gw", "nsg-gw")
 
 
-def test_a_priority_held_by_a_rule_not_this_stacks_is_refused(mocks: RecordingMocks) -> None:
-    mocks.nsg_rules = [_rule("shard-b-connect", 1098)]
+def test_a_new_merged_rule_takes_a_priority_no_other_rule_holds(mocks: RecordingMocks) -> None:
+    mocks.nsg_rules = [_rule("shard-b-connect", 1098), _rule("outbound", 1097) | {"direction": "Outbound"}]
+    view = _check(MERGED)
+    run_build(settings(firewall=MERGED), view)
+    assert _rules(mocks)[merged_rule_name("ssh-gateway", "unit", "")]["priority"] == 1097  # 1098 is taken inbound
+
+
+def test_merged_rules_are_refused_when_other_rules_hold_every_slot(mocks: RecordingMocks) -> None:
+    mocks.nsg_rules = [_rule(f"other-{p}", p) for p in range(1000, 1099)]
     with pytest.raises(pulumi.RunError) as caught:
         _check(MERGED)
     assert str(caught.value) == (
-        "NSG 'nsg-gw': this stack's rule 'ssh-gateway.unit.ports' needs priority 1098, held by 'shard-b-connect', "
-        "a rule not this stack's; give stacks that share an NSG disjoint blocks of priorities firewall.priorityBase "
-        ".. priorityBase + ports.range size - 1 (docs/scaling.md)"
+        "ssh-gateway:firewall.rules: no NSG priority is free for this stack's merged rule of sources 203.0.113.0/24: "
+        "its slots 1067-1098 are held by other rules of the NSG"
     )
 
 
@@ -166,9 +183,5 @@ def test_the_merged_rules_keep_the_priorities_the_nsg_holds(mocks: RecordingMock
     view = _check(MERGED)
     assert view.held("ssh-gateway", "unit") == {own.rsplit("-", 1)[1]: 1093}
 
-    @pulumi.runtime.test  # type: ignore[untyped-decorator]
-    def program() -> None:
-        build(settings(firewall=MERGED), org=OrgView(), project="ssh-gateway", stack="unit", nsg=view)
-
-    program()
+    run_build(settings(firewall=MERGED), view)
     assert _rules(mocks)[own]["priority"] == 1093

@@ -73,6 +73,8 @@ POD_NAME_LABEL: Final = "statefulset.kubernetes.io/pod-name"
 """The label a StatefulSet gives each pod, with the pod's name: a selector of that pod alone."""
 
 _NODE_PORT_TYPES: Final = ("NodePort", "LoadBalancer")
+_SHOWN_MAX: Final = 80
+"""The characters of a refused value a refusal line shows."""
 _INSTANCE: Final[TypeAdapter[Instance]] = TypeAdapter(Instance)
 
 
@@ -110,10 +112,14 @@ class Refusal:
 
     @property
     def line(self) -> str:
-        """`pod gpu-users/alice-0: annotation ssh-gateway.io/user = "ro ot": <reason>`."""
+        """`pod gpu-users/alice-0: ssh-gateway.io/user = "ro ot": <reason>`; a long value is cut (an annotation
+        may hold 256 KiB, and the line goes into a warning and the status ConfigMap)."""
         if self.key is None:
             return f"{self.ref}: {self.reason}"
-        shown = f" = {json.dumps(self.value)}" if self.value is not None else ""
+        value = self.value
+        if value is not None and len(value) > _SHOWN_MAX:
+            value = f"{value[:_SHOWN_MAX]}... ({len(value)} characters)"
+        shown = f" = {json.dumps(value)}" if value is not None else ""
         return f"{self.ref}: {self.key}{shown}: {self.reason}"
 
 
@@ -620,7 +626,7 @@ def next_status(outcome: Outcome, endpoints: Mapping[str, Mapping[str, Any]]) ->
         record["endpoint"] = dict(endpoints.get(found.instance.name, {}))
         data[status_instance_key(found.instance.name)] = json.dumps(record, sort_keys=True)
     for refusal in outcome.refusals:
-        entry = {"object": refusal.ref, "key": refusal.key, "value": refusal.value, "error": refusal.line}
+        entry = {"object": refusal.ref, "key": refusal.key, "error": refusal.line}
         data[status_refused_key(refusal.namespace, refusal.name)] = json.dumps(entry, sort_keys=True)
     if outcome.held:
         held = {"held": list(outcome.held), "maxRemovals": outcome.max_removals}

@@ -6,6 +6,7 @@ pack - in one way only: `instance_of(urn)`, from the URN's type chain and the ch
 
 from __future__ import annotations
 
+import hashlib
 import re
 from enum import StrEnum
 from typing import Final
@@ -51,6 +52,7 @@ __all__ = [
     "STACK_MARK",
     "STACK_TYPE",
     "STATUS_HELD_KEY",
+    "STATUS_KEY_MAX",
     "STATUS_RESOURCE_NAME",
     "STATUS_SELECTION_KEY",
     "STATUS_TYPE",
@@ -373,6 +375,17 @@ def status_instance_key(instance: str) -> str:
     return f"instance.{instance}.json"
 
 
+STATUS_KEY_MAX: Final = 253
+"""The longest ConfigMap key Kubernetes takes."""
+
+
 def status_refused_key(namespace: str, name: str) -> str:
-    """The status key of a refused object: the one-line reason (ConfigMap keys allow `[-._a-zA-Z0-9]`)."""
-    return f"refused.{namespace}.{name}.json"
+    """The status key of a refused object: the one-line reason (ConfigMap keys allow `[-._a-zA-Z0-9]`, at most
+    253). An object name may be 253 characters alone: a key that would be longer keeps a prefix of it and a hash
+    of the whole, so one tenant's long name can never make the status unwritable."""
+    key = f"refused.{namespace}.{name}.json"
+    if len(key) <= STATUS_KEY_MAX:
+        return key
+    digest = hashlib.sha256(f"{namespace}/{name}".encode()).hexdigest()[:12]
+    keep = STATUS_KEY_MAX - len(f"refused.{namespace}.-{digest}.json")
+    return f"refused.{namespace}.{name[:keep]}-{digest}.json"

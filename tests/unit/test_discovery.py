@@ -26,7 +26,7 @@ from ssh_gateway.core.discovery import (
     read_selections,
 )
 from ssh_gateway.core.firewall import Cidrs
-from ssh_gateway.core.names import DiscoverFrom
+from ssh_gateway.core.names import STATUS_KEY_MAX, DiscoverFrom, status_refused_key
 from ssh_gateway.core.settings import (
     ClusterIpInstance,
     ConnectServiceInstance,
@@ -142,6 +142,23 @@ def test_a_bad_annotation_refuses_that_pod_alone_naming_key_value_and_what_is_al
     lines = [r.line for r in outcome.refusals]
     assert lines[0].startswith('pod gpu-users/eve-0: ssh-gateway.io/user = "ro ot": String should match pattern')
     assert lines[1].startswith('pod gpu-users/frank-0: ssh-gateway.io/port = "99999": Input should be less than')
+
+
+def test_a_long_value_or_object_name_cannot_blow_up_the_line_or_the_status_key() -> None:
+    long_pod = ClusterObject(
+        kind=DiscoverFrom.PODS,
+        namespace="gpu-users",
+        name="p" * 253,
+        uid="u",
+        labels={**EXPOSE, "ssh-gateway.io/instance": "alice"},
+        annotations={"ssh-gateway.io/user": "x" * 100_000},
+    )
+    outcome = run(stack(), long_pod)
+    (refusal,) = outcome.refusals
+    assert len(refusal.line) < 800 and "(100000 characters)" in refusal.line
+    (key,) = [k for k in next_status(outcome, {}) if k.startswith("refused.")]
+    assert len(key) == STATUS_KEY_MAX and key.startswith("refused.gpu-users.ppp") and key.endswith(".json")
+    assert status_refused_key("gpu-users", "p" * 252 + "q") != key
 
 
 def test_an_unknown_annotation_is_refused_with_what_was_meant() -> None:

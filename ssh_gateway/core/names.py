@@ -37,6 +37,7 @@ __all__ = [
     "INSTANCE_PLACEHOLDER",
     "INSTANCE_TYPES",
     "ISTIO_GATEWAY_TYPE",
+    "LAST_UP_ANNOTATION",
     "MANAGED_BY",
     "MANAGED_BY_LABEL",
     "NSG_RULE_TYPE",
@@ -74,6 +75,7 @@ __all__ = [
     "owner_prefix",
     "pangolin_resource_name",
     "public_host",
+    "reconcile_lease_name",
     "service_name",
     "ssh_alias",
     "stack_label",
@@ -368,6 +370,15 @@ def stack_label(project: str, stack: str) -> str:
 def status_config_map_name(stack: str) -> str:
     """The stack's status ConfigMap, e.g. `ssh-gateway-status-prod`."""
     return f"ssh-gateway-status-{stack}"
+
+
+def reconcile_lease_name(stack: str) -> str:
+    """The stack's Lease (coordination.k8s.io), held by `ssh-gateway reconcile` while it runs the stack's `up`."""
+    return f"ssh-gateway-reconcile-{stack}"
+
+
+LAST_UP_ANNOTATION: Final = f"{DISCOVERY_PREFIX}last-up"
+"""The annotation of a stack's Lease recording the last `up` run under it: when it started, its exit code, who."""
 
 
 def status_instance_key(instance: str) -> str:

@@ -31,6 +31,7 @@ from ssh_gateway.plumbing.toolchain import REPO, ToolchainMissing, pulumi_env
 
 from . import gateway_config, host_identity_files, recover, shards, up
 from .command import Command, ExitCodes, Handler, exit_codes
+from .reconcile import COMMAND as RECONCILE
 
 if TYPE_CHECKING:
     from .command import Commands
@@ -649,6 +650,7 @@ COMMANDS: Final[tuple[Register, ...]] = (
     INSTANCES,
     recover.register,
     up.COMMAND,
+    RECONCILE,
     shards.COMMAND,
     LOCAL_CLUSTER,
     LOCAL_BACKEND,

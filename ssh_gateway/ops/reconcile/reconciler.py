@@ -1,0 +1,192 @@
+"""The reconciler's parts put together for a set of stacks: each stack's selection read from its stack file, its
+API client, Lease, watch and worker; all of them running until stopped, or one pass each (`--once`)."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes.client import ApiClient
+
+from ssh_gateway.core.discovery import StatusError, read_memory
+from ssh_gateway.core.discovery import next_expiry as expiry_of
+from ssh_gateway.core.names import DiscoverFrom, reconcile_lease_name, stack_label, status_config_map_name
+from ssh_gateway.kube import KubeError, api_client, read_status
+from ssh_gateway.ops.automation import stack_file
+from ssh_gateway.ops.instances import InstanceError, validate
+from ssh_gateway.plumbing.toolchain import REPO
+
+from .lease import StackLease
+from .watch import StackWatch
+from .worker import Action, Log, RunStep, StackWorker
+
+__all__ = ["StackTarget", "TargetError", "reconcile", "subprocess_steps", "target_of"]
+
+
+class TargetError(ValueError):
+    """A stack the reconciler cannot follow (no stack file, invalid settings, no `ssh-gateway:discovery`)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class StackTarget:
+    """What the reconciler needs of a stack: what to watch, and where its lease and status live."""
+
+    stack: str
+    project: str
+    kind: DiscoverFrom
+    namespaces: tuple[str, ...]
+    selector: Mapping[str, str]
+    grace_period: int
+    status_namespace: str
+    """Where the stack's status ConfigMap and its Lease are."""
+    kubeconfig: str | None
+    context: str | None
+
+
+def target_of(stack: str, work_dir: Path = REPO) -> StackTarget:
+    """The stack's selection, from its stack file and the same settings model the program validates it with."""
+    path = stack_file(stack, work_dir)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise TargetError(f"stack {stack}: cannot read {path}: {exc.strerror}") from None
+    try:
+        settings = validate(text)
+    except InstanceError as exc:
+        raise TargetError(f"stack {stack}: {exc}") from None
+    discovery = settings.discovery
+    if discovery is None:
+        raise TargetError(
+            f"stack {stack}: {path.name} has no ssh-gateway:discovery section, so there is nothing to watch "
+            "(docs/cluster-instances.md)"
+        )
+    project = str(yaml.safe_load((work_dir / "Pulumi.yaml").read_text())["name"])
+    return StackTarget(
+        stack=stack,
+        project=project,
+        kind=discovery.from_,
+        namespaces=tuple(discovery.namespaces),
+        selector=dict(discovery.selector),
+        grace_period=discovery.grace_period,
+        status_namespace=settings.status_namespace,
+        kubeconfig=settings.kubernetes.kubeconfig,
+        context=settings.kubernetes.context,
+    )
+
+
+def subprocess_steps(*, ambient: bool, skip_preview: bool, work_dir: Path = REPO) -> RunStep:
+    """Each step as the project's own command, `python -m ssh_gateway.ops <action> --stack S`, in this process's
+    group (a container killed kills it too: the next start heals what it left)."""
+
+    def run(action: Action, stack: str) -> int:
+        argv = [sys.executable, "-m", "ssh_gateway.ops", action, "--stack", stack]
+        argv += ["--ambient"] if ambient else []
+        argv += ["--", "--skip-preview"] if skip_preview and action == "up" else []
+        return subprocess.run(argv, cwd=work_dir, check=False).returncode  # noqa: S603 - our own argv
+
+    return run
+
+
+def default_identity() -> str:
+    """Who holds a lease: the pod's name (the Deployment passes `POD_NAME`), else host and pid."""
+    return os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
+
+
+@dataclass
+class _Stack:
+    target: StackTarget
+    api: ApiClient
+    worker: StackWorker
+
+
+def _stack(target: StackTarget, *, run_step: RunStep, log: Log, identity: str, **timing: float) -> _Stack:
+    api = api_client(target.kubeconfig, target.context)
+    lease = StackLease(
+        api,
+        namespace=target.status_namespace,
+        name=reconcile_lease_name(target.stack),
+        identity=identity,
+        stack_label=stack_label(target.project, target.stack),
+    )
+
+    def next_expiry() -> float | None:
+        try:
+            status = read_status(api, target.status_namespace, status_config_map_name(target.stack))
+            at = expiry_of(read_memory(status), target.grace_period)
+        except (KubeError, StatusError):
+            return None  # the resync covers it
+        return None if at is None else at.timestamp()
+
+    worker = StackWorker(target.stack, run_step=run_step, lease=lease, log=log, next_expiry=next_expiry, **timing)
+    return _Stack(target=target, api=api, worker=worker)
+
+
+def reconcile(
+    targets: Sequence[StackTarget],
+    *,
+    run_step: RunStep,
+    log: Log,
+    stop: threading.Event,
+    once: bool = False,
+    identity: str | None = None,
+    **timing: float,
+) -> int:
+    """Follows `targets` until `stop` is set (0), or with `once` one pass each: the worst `up`'s exit code.
+    `timing` goes to each `StackWorker` (debounce, max_delay, resync)."""
+    who = identity or default_identity()
+    stacks = [_stack(t, run_step=run_step, log=log, identity=who, **timing) for t in targets]
+    if once:
+        codes: dict[str, int | None] = {}
+
+        def one(s: _Stack) -> None:
+            codes[s.target.stack] = s.worker.run_once(["once"], time.time(), stop)
+
+        _all(stacks, one)
+        ran = [c for c in codes.values() if c is not None]
+        return max(ran, default=0)
+    watches = [
+        StackWatch(
+            s.api,
+            kind=s.target.kind,
+            namespaces=s.target.namespaces,
+            selector=s.target.selector,
+            notify=s.worker.mark,
+            report=_reporter(log, s.target.stack),
+        )
+        for s in stacks
+    ]
+    log("start", stacks=[s.target.stack for s in stacks], identity=who)
+    for watch in watches:
+        watch.start()
+    try:
+        _all(stacks, lambda s: s.worker.run(stop))
+    finally:
+        for watch in watches:
+            watch.stop()
+    log("stop", stacks=[s.target.stack for s in stacks])
+    return 0
+
+
+def _reporter(log: Log, stack: str) -> Callable[[str, Mapping[str, Any]], None]:
+    def report(event: str, fields: Mapping[str, Any]) -> None:
+        log(event, stack=stack, **fields)
+
+    return report
+
+
+def _all(stacks: Sequence[_Stack], work: Callable[[_Stack], None]) -> None:
+    """Runs `work(stack)` for every stack concurrently (shards in parallel), and waits for them all."""
+    threads = [threading.Thread(target=work, args=(s,), name=f"stack-{s.target.stack}") for s in stacks]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()

@@ -1,0 +1,209 @@
+"""One worker per stack: it runs the stack's `up` when its watch says something changed, at most one at a time.
+
+Changes are marked, not queued: a burst of 50 new pods is one mark with 50 reasons, and the marks that arrive while
+an `up` runs are the next `up` (which lists the cluster again, so it sees them all). A short debounce lets a burst
+land before the `up` starts, bounded so a steady trickle cannot postpone it. Besides changes, a pass runs at a
+periodic resync (level-based: a missed event costs at most one period) and when the earliest grace period in the
+stack's status ConfigMap runs out (the object stayed gone: its instance is removed by that run).
+
+Around each `up`: the stack's Lease (lease.py), so that two replicas never run one stack's `up` at once; a
+replica that waited for it skips its `up` when the other's started after its changes and succeeded. Before the
+first `up` of a process, and after one that failed, `ssh-gateway recover` runs first: a run killed with -9 (a
+replica, a node) leaves a stale lock or pending operations, which recover's own rules settle.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Final, Literal, TextIO
+
+from .lease import LastUp, LeaseLost, StackLease
+
+__all__ = [
+    "CLOCK_MARGIN",
+    "DEBOUNCE_SECONDS",
+    "RESYNC_SECONDS",
+    "Action",
+    "Log",
+    "RunStep",
+    "StackWorker",
+    "json_log",
+]
+
+DEBOUNCE_SECONDS: Final = 1.0
+"""Quiet time after the last change before an `up` starts: a burst lands in one `up`."""
+MAX_DELAY_SECONDS: Final = 5.0
+"""The longest a change waits for quiet before its `up` starts anyway."""
+RESYNC_SECONDS: Final = 600.0
+"""A pass at least this often with no change at all (level-based: a missed event costs at most one period)."""
+CLOCK_MARGIN: Final = 2.0
+"""Seconds by which another replica's `up` must have started after a change to cover it: two pods' clocks,
+kept by NTP, differ by far less."""
+
+Action = Literal["recover", "up"]
+RunStep = Callable[[Action, str], int]
+"""Runs `ssh-gateway <action> --stack <stack>` and returns its exit code (a test counts the calls)."""
+Log = Callable[..., None]
+"""Writes one structured log line: `log(event, stack=..., **fields)`."""
+
+
+def json_log(out: TextIO = sys.stderr) -> Log:
+    """One JSON object a line: `{"ts": ..., "event": "up", "stack": "prod-a", "reason": ..., "seconds": ..., ...}`."""
+    lock = threading.Lock()
+
+    def log(event: str, **fields: Any) -> None:
+        line = json.dumps({"ts": datetime.now(UTC).isoformat(timespec="milliseconds"), "event": event, **fields})
+        with lock:
+            print(line, file=out, flush=True)
+
+    return log
+
+
+@dataclass
+class _Pending:
+    """Changes not yet handed to an `up`."""
+
+    reasons: list[str] = field(default_factory=list)
+    first_wall: float | None = None
+    """When the first of them was marked (seconds since the epoch): what another replica's `up` must postdate."""
+    first: float = 0.0
+    last: float = 0.0
+    """When the first and the latest were marked (monotonic)."""
+
+
+class StackWorker:
+    """Runs one stack's passes: `mark` from the watch, `run` in a thread of its own, or `run_once`."""
+
+    def __init__(
+        self,
+        stack: str,
+        *,
+        run_step: RunStep,
+        lease: StackLease | None,
+        log: Log,
+        next_expiry: Callable[[], float | None] = lambda: None,
+        debounce: float = DEBOUNCE_SECONDS,
+        max_delay: float = MAX_DELAY_SECONDS,
+        resync: float = RESYNC_SECONDS,
+    ) -> None:
+        self.stack = stack
+        self._run_step = run_step
+        self._lease = lease
+        self._log = log
+        self._next_expiry = next_expiry
+        self._debounce = debounce
+        self._max_delay = max_delay
+        self._resync = resync
+        self._cond = threading.Condition()
+        self._pending = _Pending()
+        self._needs_heal = True  # a killed run of an earlier process may have left a lock or pending operations
+        self.codes: list[int] = []
+        """The exit code of each `up` this worker ran, in order."""
+
+    def mark(self, reason: str) -> None:
+        """Something that matters changed: an `up` follows (after the debounce, or after the running one)."""
+        with self._cond:
+            now = time.monotonic()
+            if not self._pending.reasons:
+                self._pending.first, self._pending.first_wall = now, time.time()
+            self._pending.reasons.append(reason)
+            self._pending.last = now
+            self._cond.notify_all()
+
+    def run(self, stop: threading.Event) -> None:
+        """Passes until `stop` is set: a first one at once, then on changes, resyncs and grace expiries."""
+        self.mark("start")
+        resync_at = time.monotonic() + self._resync
+        expiry_at: float | None = None
+        while not stop.is_set():
+            reasons, since = self._wait(stop, resync_at, expiry_at)
+            if not reasons:
+                continue
+            self.run_once(reasons, since, stop)
+            resync_at = time.monotonic() + self._resync
+            expiry_at = self._expiry()
+
+    def run_once(self, reasons: list[str], since: float, stop: threading.Event) -> int | None:
+        """One pass under the stack's lease; the `up`'s exit code, or None when none ran (covered, stopped)."""
+        if self._lease is not None:
+            try:
+                last = self._lease.acquire(
+                    stop, lambda holder: self._log("lease-wait", stack=self.stack, holder=holder)
+                )
+            except LeaseLost:
+                return None
+            if last is not None and last.code == 0 and last.started > since + CLOCK_MARGIN:
+                self._lease.release(None)
+                self._needs_heal = False
+                self._log("up-covered", stack=self.stack, reason=_shown(reasons), by=last.holder)
+                return None
+        renewing = threading.Event()
+        if self._lease is not None:
+            self._lease.hold(renewing, lambda why: self._log("lease-lost", stack=self.stack, error=why))
+        started = time.time()
+        try:
+            code = self._heal_and_up(reasons)
+        finally:
+            renewing.set()
+        if self._lease is not None:
+            self._lease.release(LastUp(started=started, code=code, holder=self._lease.identity))
+        self.codes.append(code)
+        return code
+
+    def _waiting(self, holder: str) -> None:
+        self._log("lease-wait", stack=self.stack, holder=holder)
+
+    def _heal_and_up(self, reasons: list[str]) -> int:
+        if self._needs_heal:
+            began = time.monotonic()
+            code = self._run_step("recover", self.stack)
+            self._log("recover", stack=self.stack, seconds=round(time.monotonic() - began, 2), code=code)
+        self._log("up-start", stack=self.stack, reason=_shown(reasons))
+        began = time.monotonic()
+        code = self._run_step("up", self.stack)
+        self._needs_heal = code != 0
+        self._log("up", stack=self.stack, reason=_shown(reasons), seconds=round(time.monotonic() - began, 2), code=code)
+        return code
+
+    def _wait(self, stop: threading.Event, resync_at: float, expiry_at: float | None) -> tuple[list[str], float]:
+        """Blocks until a pass is due; its reasons and since when (seconds since the epoch) they wait."""
+        with self._cond:
+            while not stop.is_set():
+                now = time.monotonic()
+                pending = self._pending
+                due = [resync_at] + ([expiry_at] if expiry_at is not None else [])
+                if pending.reasons:
+                    due.append(min(pending.last + self._debounce, pending.first + self._max_delay))
+                when = min(due)
+                if when <= now:
+                    break
+                self._cond.wait(min(when - now, 1.0))  # `stop` is an Event of its own: look at it every second
+            else:
+                return [], 0.0
+            reasons = self._pending.reasons or ["resync" if now >= resync_at else "grace expiry"]
+            since = self._pending.first_wall or time.time()
+            self._pending = _Pending()
+            return reasons, since
+
+    def _expiry(self) -> float | None:
+        """The earliest grace expiry of the stack's gone instances, on the monotonic clock (None: none, unknown)."""
+        at = self._next_expiry()
+        return None if at is None else time.monotonic() + max(0.0, at - time.time()) + 1.0
+
+    def notify(self) -> None:
+        """Wakes the worker (after `stop` was set)."""
+        with self._cond:
+            self._cond.notify_all()
+
+
+def _shown(reasons: list[str]) -> str:
+    """The reasons of a pass as one short text: the first three, and how many more."""
+    unique = list(dict.fromkeys(reasons))
+    more = f" (+{len(unique) - 3} more)" if len(unique) > 3 else ""
+    return "; ".join(unique[:3]) + more

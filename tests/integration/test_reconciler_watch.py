@@ -1,0 +1,216 @@
+"""The reconciler's watch, worker and lease against the real kube-apiserver, with a fake `up` that records when it
+ran: a burst is batched into few `up`s, churn that does not matter runs none, an API server that goes away and
+comes back is followed again, and two replicas of one stack never run two `up`s at once and lose nothing."""
+
+from __future__ import annotations
+
+import itertools
+import os
+import signal
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes.client import ApiClient
+
+from ssh_gateway.core.names import DiscoverFrom
+from ssh_gateway.kube import api_client
+from ssh_gateway.local.control_plane import ControlPlane, start_control_plane, stop_control_plane
+from ssh_gateway.ops.reconcile.lease import StackLease
+from ssh_gateway.ops.reconcile.watch import StackWatch
+from ssh_gateway.ops.reconcile.worker import Action, StackWorker
+
+SELECTOR = {"ssh-gateway.io/expose": "true"}
+
+
+@dataclass
+class Record:
+    """What the fake runner and the log saw."""
+
+    ups: list[tuple[float, float, str]] = field(default_factory=list)
+    """(start, end, who) of each `up`, on the monotonic clock."""
+    events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def runner(self, who: str, seconds: float) -> Callable[[Action, str], int]:
+        def run(action: Action, _stack: str) -> int:
+            if action == "up":
+                start = time.monotonic()
+                time.sleep(seconds)
+                with self.lock:
+                    self.ups.append((start, time.monotonic(), who))
+            return 0
+
+        return run
+
+    def log(self, event: str, **fields: Any) -> None:
+        with self.lock:
+            self.events.append((event, fields))
+
+    def reasons(self) -> list[str]:
+        return [str(f.get("reason")) for e, f in self.events if e == "up"]
+
+
+def wait_for(what: str, check: Callable[[], bool], timeout: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not check():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out waiting for {what}")
+        time.sleep(0.1)
+
+
+def settle(record: Record, quiet: float = 3.0, timeout: float = 60.0) -> int:
+    """Waits until no `up` has started or ended for `quiet` seconds; the number of `up`s."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        count = len(record.ups)
+        time.sleep(quiet)
+        if len(record.ups) == count and not any(e == "up-start" for e, _ in record.events[-1:]):
+            return count
+    pytest.fail("the ups did not settle")
+
+
+def pod(name: str, labels: dict[str, str], annotations: dict[str, str] | None = None) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": name, "labels": labels, "annotations": annotations or {}},
+        "spec": {"containers": [{"name": "sshd", "image": "example.invalid/sshd:1"}]},
+    }
+
+
+def client_of(plane: ControlPlane) -> ApiClient:
+    return api_client(str(plane.kubeconfig), None)
+
+
+@contextmanager
+def following(
+    api: ApiClient, namespace: str, record: Record, *, up_seconds: float = 0.5, lease: StackLease | None = None
+) -> Iterator[StackWorker]:
+    """A watch and a worker for one stack selecting `SELECTOR` pods in `namespace`, stopped afterwards."""
+    worker = StackWorker(
+        "it", run_step=record.runner("a", up_seconds), lease=lease, log=record.log, debounce=0.5, max_delay=2.0
+    )
+    watch = StackWatch(
+        api,
+        kind=DiscoverFrom.PODS,
+        namespaces=(namespace,),
+        selector=SELECTOR,
+        notify=worker.mark,
+        report=lambda event, fields: record.log(event, **fields),
+    )
+    stop = threading.Event()
+    thread = threading.Thread(target=worker.run, args=(stop,))
+    watch.start()
+    thread.start()
+    try:
+        wait_for("the first pass", lambda: len(record.ups) >= 1)
+        yield worker
+    finally:
+        stop.set()
+        watch.stop()
+        thread.join(30)
+
+
+def test_a_burst_is_a_few_ups_and_churn_that_does_not_matter_is_none(kube: ControlPlane, kube_namespace: str) -> None:
+    record = Record()
+    base = f"/api/v1/namespaces/{kube_namespace}/pods"
+    with kube.client() as http, following(client_of(kube), kube_namespace, record, up_seconds=1.0):
+        assert settle(record) == 1  # the first pass, at start
+        for i in range(20):
+            http.post(base, json=pod(f"gpu-{i}", SELECTOR)).raise_for_status()
+        for i in range(3):
+            http.post(base, json=pod(f"other-{i}", {"app": "jupyter"})).raise_for_status()
+        burst = settle(record) - 1
+        assert 1 <= burst <= 3, record.reasons()
+        assert "added pod" in record.reasons()[1]
+
+        # A pod's status, an annotation of someone else's, an unselected pod: none of them runs an up.
+        patch = {"metadata": {"annotations": {"example.com/note": "x"}}}
+        merge = {"Content-Type": "application/merge-patch+json"}
+        http.patch(f"{base}/gpu-0", json=patch, headers=merge).raise_for_status()
+        http.patch(f"{base}/gpu-1/status", json={"status": {"phase": "Running"}}, headers=merge).raise_for_status()
+        http.delete(f"{base}/other-0").raise_for_status()
+        assert settle(record) == 1 + burst
+
+        # An annotation of ours, and two deletes: one more pass for the three.
+        ours = {"metadata": {"annotations": {"ssh-gateway.io/user": "alice"}}}
+        http.patch(f"{base}/gpu-2", json=ours, headers=merge).raise_for_status()
+        http.delete(f"{base}/gpu-3").raise_for_status()
+        http.delete(f"{base}/gpu-4").raise_for_status()
+        assert settle(record) == 2 + burst, record.reasons()
+        last = record.reasons()[-1]
+        assert "changed pod" in last and "deleted pod" in last, last
+
+
+def test_the_watch_follows_an_api_server_that_went_away_and_came_back(tmp_path: Path) -> None:
+    plane = start_control_plane(tmp_path / "kube")
+    try:
+        namespace = f"it-{uuid.uuid4().hex[:8]}"
+        plane.create_namespace(namespace)
+        record = Record()
+        with following(client_of(plane), namespace, record):
+            assert settle(record, quiet=1.0) == 1
+            # A crash: kube-apiserver's graceful stop would wait for the watch to drain (up to 15 s here).
+            os.kill(plane.apiserver_pid, signal.SIGKILL)
+            stop_control_plane(plane)
+            wait_for("the watch to see it go", lambda: any(e == "watch-down" for e, _ in record.events))
+            time.sleep(2.0)  # a few of the backoff's retries against a closed port
+            plane = start_control_plane(
+                plane.root, api_port=plane.api_port, etcd_port=plane.etcd_port, etcd_peer_port=plane.etcd_peer_port
+            )
+            wait_for("the watch to resume", lambda: any(e == "watch-resumed" for e, _ in record.events), 120)
+            assert len(record.ups) == 1  # nothing ran while it was gone, nor for coming back unchanged
+            with plane.client() as http:
+                http.post(f"/api/v1/namespaces/{namespace}/pods", json=pod("gpu-0", SELECTOR)).raise_for_status()
+            wait_for("an up for the new pod", lambda: len(record.ups) == 2)
+            assert "added pod" in record.reasons()[-1]
+    finally:
+        stop_control_plane(plane, remove_data=True)
+
+
+def test_two_replicas_of_one_stack_never_run_two_ups_at_once_and_lose_nothing(
+    kube: ControlPlane, kube_namespace: str
+) -> None:
+    record = Record()
+    stop = threading.Event()
+    workers = []
+    for who in ("a", "b"):
+        lease = StackLease(
+            client_of(kube), namespace=kube_namespace, name="ssh-gateway-reconcile-it", identity=who, stack_label="p.it"
+        )
+        workers.append(
+            StackWorker(
+                "it", run_step=record.runner(who, 1.5), lease=lease, log=record.log, debounce=0.2, max_delay=1.0
+            )
+        )
+    threads = [threading.Thread(target=w.run, args=(stop,)) for w in workers]
+    for thread in threads:
+        thread.start()
+    try:
+        marks: list[float] = []
+        for i in range(6):  # both replicas see each change, as two watches would
+            time.sleep(0.9)
+            marks.append(time.monotonic())
+            for worker in workers:
+                worker.mark(f"change {i}")
+        settle(record, quiet=4.0)
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join(60)
+    ups = sorted(record.ups)
+    overlaps = [(a, b) for a, b in itertools.pairwise(ups) if b[0] < a[1]]
+    assert overlaps == [], ups
+    assert {who for *_, who in ups} <= {"a", "b"}
+    assert ups[-1][0] > marks[-1], "the last change was not followed by an up"
+    # A replica that waited skips an up the other's covered: fewer ups than the two replicas' passes.
+    covered = [f for e, f in record.events if e == "up-covered"]
+    assert covered, record.events
+    assert len(ups) < 2 * 7, ups

@@ -129,6 +129,7 @@ def test_the_rbac_grants_what_the_reconciler_needs_and_forbids_the_rest(
         ("delete", "pods", users, ""),
         ("patch", "pods", users, ""),
         ("list", "secrets", users, ""),  # the Secrets it makes, by name; never a listing of every Secret
+        ("list", "services", users, ""),  # from: pods: the Services it makes, by name
         ("get", "secrets", status, ""),
         ("create", "configmaps", users, ""),  # the status channel lives in the status namespace only
         ("update", "leases", users, lease),

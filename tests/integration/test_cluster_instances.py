@@ -128,7 +128,7 @@ def test_platform_services_become_endpoints_kept_in_grace_then_removed_and_the_g
     assert status(kube, ns, stack)["held.json"] == {"held": ["alice"], "maxRemovals": 0}
 
 
-def test_a_labelled_pod_gets_a_service_of_the_stacks_in_its_namespace(
+def test_a_labelled_pod_gets_a_service_keeps_it_when_rescheduled_and_frees_it_when_gone(
     kube: ControlPlane, kube_namespace: str, emulator: EmulatorHandle, make_stack: StackFactory
 ) -> None:
     ns = kube_namespace
@@ -152,13 +152,35 @@ def test_a_labelled_pod_gets_a_service_of_the_stacks_in_its_namespace(
 
     stack.preview(on_event=seen)
     assert {("create", "carol"), ("create", "carol-service"), ("create", "carol-pangolin")} <= set(planned)
-    endpoints = stack.up().outputs["endpoints"].value
+    first = stack.up()
+    endpoints = first.outputs["endpoints"].value
     assert sorted(endpoints) == ["carol"]
     with kube.client() as api:
         service = api.get(f"/api/v1/namespaces/{ns}/services/ssh-carol").raise_for_status().json()
     assert service["spec"]["selector"] == labels
     assert service["spec"]["ports"][0]["targetPort"] == 2222
     assert status(kube, ns, stack)["instance.carol.json"]["endpoint"]["port"] == endpoints["carol"]["port"]
+
+    # Rescheduled: deleted and made again (a new uid) within the grace period: same port, same host key, and
+    # Pangolin sees no write.
+    delete(kube, ns, "pods", "carol-0")
+    create(kube, ns, "pods", pod)
+    emulator.reset_counters()
+    back = stack.up()
+    assert writes(emulator) == []
+    assert back.outputs["endpoints"].value["carol"] == endpoints["carol"]
+    assert back.outputs["hostKeys"].value["carol"] == first.outputs["hostKeys"].value["carol"]
+    assert status(kube, ns, stack)["instance.carol.json"]["missingSince"] is None
+
+    # Gone for good (no grace): the instance, its Service and its status entry go.
+    delete(kube, ns, "pods", "carol-0")
+    section = config_section(ns, gracePeriod=0, **{"from": "pods", "nameLabel": "ssh-gateway.io/instance"})
+    stack.set_config("ssh-gateway:discovery", auto.ConfigValue(json.dumps(section)))
+    assert stack.up().outputs["endpoints"].value == {}
+    with kube.client() as api:
+        assert api.get(f"/api/v1/namespaces/{ns}/services/ssh-carol").status_code == 404
+    assert "instance.carol.json" not in status(kube, ns, stack)
+    assert emulator.state()["resources"] == []
 
 
 def test_a_listing_that_is_forbidden_or_fails_changes_nothing(

@@ -1,19 +1,20 @@
 """One `ssh-gateway` subcommand as data: its --help, its arguments and its handler, in one `Command`.
 
-`ssh-gateway` (ssh_gateway/ops/cli.py) adds each to its parser; a tool that also runs as `python -m` builds its
-own parser from the same `Command`, so its --help says the same in both. Standard library only: the workflows run
-`python3 -S -m ssh_gateway.ops.shards` on a bare checkout.
+`ssh-gateway` (ssh_gateway/ops/cli.py) registers each on its parser; a tool that also runs as `python -m` builds
+its own parser from the same `Command`, so its --help says the same in both. Standard library only: the workflows
+run `python3 -S -m ssh_gateway.ops.shards` on a bare checkout.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-__all__ = ["Command", "ExitCodes", "Handler", "exit_codes"]
+__all__ = ["Command", "ExitCodes", "Handler", "add_ambient", "exit_codes", "say_error"]
 
 if TYPE_CHECKING:
     from typing import TypeAlias
@@ -31,6 +32,20 @@ ExitCodes = Mapping[int, str]
 def exit_codes(codes: ExitCodes) -> str:
     """The `exit codes:` paragraph that ends a --help."""
     return "exit codes:\n" + "\n".join(f"  {code}  {text}" for code, text in sorted(codes.items()))
+
+
+def say_error(message: str) -> None:
+    """A command's one-line error, on stderr."""
+    print(f"ssh-gateway: {message}", file=sys.stderr)
+
+
+def add_ambient(parser: argparse.ArgumentParser) -> None:
+    """--ambient, as every command that runs pulumi takes it."""
+    parser.add_argument(
+        "--ambient",
+        action="store_true",
+        help="the pulumi on PATH with the environment's backend and secrets (CI), not the offline toolchain",
+    )
 
 
 def _no_arguments(_parser: argparse.ArgumentParser) -> None:
@@ -62,7 +77,7 @@ class Command:
         parser.set_defaults(run=self.run)
         return parser
 
-    def __call__(self, commands: Commands) -> argparse.ArgumentParser:
+    def register(self, commands: Commands) -> argparse.ArgumentParser:
         """Adds this command to `commands`; its parser's default `run` is the handler."""
         return self._fill(
             commands.add_parser(

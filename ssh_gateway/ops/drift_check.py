@@ -15,7 +15,6 @@ import argparse
 import json
 import os
 import subprocess
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
@@ -23,11 +22,10 @@ from typing import Any, Final
 from ssh_gateway.core.names import entry_of, instance_of, urn_name, urn_type
 from ssh_gateway.plumbing.toolchain import REPO, pulumi_env
 
-__all__ = ["Drift", "drift_of", "main", "report"]
+from .exit_codes import ExitCode
 
-NO_DRIFT: Final = 0
-DRIFT: Final = 1
-FAILED: Final = 2
+__all__ = ["Drift", "drift_of", "report", "run"]
+
 # Steps that only read: everything else is a change the preview proposes.
 _QUIET_OPS: Final = frozenset({"same", "read", "refresh", "discard", "read-discard"})
 _WHAT: Final = {
@@ -132,24 +130,8 @@ def _run(stack: str, *, ambient: bool) -> subprocess.CompletedProcess[str]:
     return subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, check=False)  # noqa: S603
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The drift check's arguments, for `ssh-gateway drift-check` and `python -m ssh_gateway.ops.drift_check`."""
-    parser.add_argument("stack")
-    parser.add_argument(
-        "--ambient",
-        action="store_true",
-        help="the pulumi on PATH with the environment's backend and secrets (CI), not the offline toolchain",
-    )
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    add_arguments(parser)
-    return run(parser.parse_args(argv))
-
-
 def run(args: argparse.Namespace) -> int:
-    """The check for parsed arguments (`add_arguments`); returns the exit code."""
+    """The check for parsed arguments (`ssh-gateway drift-check`'s: `stack`, `ambient`); returns the exit code."""
     result = _run(args.stack, ambient=args.ambient)
     try:
         preview = json.loads(result.stdout) if result.stdout.strip() else None
@@ -163,14 +145,10 @@ def run(args: argparse.Namespace) -> int:
     drifts = drift_of(preview) if isinstance(preview, Mapping) else []
     if drifts:
         print(report(args.stack, drifts))
-        return DRIFT
+        return ExitCode.FAILED
     if result.returncode != 0 or preview is None:
         detail = "\n".join(errors) or result.stderr.strip() or result.stdout.strip()[:2000]
         print(f"drift-check: the preview of stack {args.stack} failed (exit {result.returncode}):\n{detail}")
-        return FAILED
+        return ExitCode.CANNOT_RUN
     print(report(args.stack, []))
-    return NO_DRIFT
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return ExitCode.OK

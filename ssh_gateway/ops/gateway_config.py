@@ -26,7 +26,7 @@ import difflib
 import json
 import re
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -37,20 +37,14 @@ from ssh_gateway.core.names import entry_point_name, entry_point_port
 from ssh_gateway.core.outputs import parse_stack_outputs, traefik_entry_point
 
 from .command import Command
+from .exit_codes import ExitCode
+from .stack_outputs import outputs_of
 
-__all__ = ["GatewayConfigError", "GatewayFile", "StackGateway", "command", "plan", "render_diff", "stack_gateway"]
+__all__ = ["COMMAND", "GatewayConfigError", "GatewayFile", "StackGateway", "plan", "render_diff", "stack_gateway"]
 
 TRAEFIK_FILE: Final = "traefik-entrypoints.yml"
 GERBIL_FILE: Final = "docker-compose.gerbil-ports.yml"
 _PUBLISHED: Final = re.compile(r"^(\d{1,5})(?:-(\d{1,5}))?:(\d{1,5})(?:-(\d{1,5}))?/tcp$")
-# The CLI's exit codes (ops/cli.py EXIT_CODES), as recover.py has them: this module must not import the CLI,
-# which imports it (no circle, pyproject.toml's import-linter contracts).
-OK: Final = 0
-CANNOT_RUN: Final = 2
-REFUSED: Final = 3
-
-ReadOutputs = Callable[[str, Path | None], dict[str, Any]]
-"""How the CLI reads a stack's outputs: (stack, a `pulumi stack output --json` file or None) -> outputs."""
 
 
 class GatewayConfigError(ValueError):
@@ -205,29 +199,29 @@ def _apply(files: Sequence[GatewayFile]) -> list[Path]:
 # --- the command ---------------------------------------------------------------------------------------------
 
 
-def _run(args: argparse.Namespace, outputs_of: ReadOutputs) -> int:
+def _run(args: argparse.Namespace) -> int:
     files_given: list[Path] = args.outputs or []
     if files_given and len(files_given) != len(args.stack):
         print("ssh-gateway: give one --outputs per --stack, in the same order", file=sys.stderr)
-        return CANNOT_RUN
+        return ExitCode.CANNOT_RUN
     stacks = []
     for i, stack in enumerate(args.stack):
         try:
             outputs = outputs_of(stack, files_given[i] if files_given else None)
         except (ValueError, OSError) as exc:
             print(f"ssh-gateway: cannot read the outputs of stack {stack}: {exc}", file=sys.stderr)
-            return CANNOT_RUN
+            return ExitCode.CANNOT_RUN
         try:
             stacks.append(stack_gateway(stack, outputs))
         except GatewayConfigError as exc:
             print(f"ssh-gateway: {exc}", file=sys.stderr)
-            return CANNOT_RUN
+            return ExitCode.CANNOT_RUN
     directory: Path = args.write or args.dir
     try:
         files = plan(directory, stacks)
     except GatewayConfigError as exc:
         print(f"ssh-gateway: refused, nothing written: {exc}", file=sys.stderr)
-        return REFUSED
+        return ExitCode.REFUSED
     sys.stdout.write(render_diff(files))
     written = _apply(files) if args.write else []
     names = ", ".join(args.stack)
@@ -241,7 +235,7 @@ def _run(args: argparse.Namespace, outputs_of: ReadOutputs) -> int:
         print(f"wrote {', '.join(str(p) for p in written)} (stack(s) {names})")
     else:
         print(f"dry run: {len(changed)} file(s) in {directory} would change; run again with --write {directory}")
-    return OK
+    return ExitCode.OK
 
 
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -257,26 +251,24 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="the files and what was written, as JSON")
 
 
-def command(outputs_of: ReadOutputs) -> Command:
-    """`ssh-gateway gateway-config`, reading each stack's outputs the CLI's one way (`outputs_of`)."""
-    return Command(
-        name="gateway-config",
-        summary="write the gateway host's files (Traefik entry points, Gerbil ports) from the stacks' outputs",
-        description="Reads each stack's gateway output (traefikEntryPoints, gerbilPublishedPorts, gerbilConnectPort) "
-        f"and writes {TRAEFIK_FILE} (Traefik's static entry points, to merge into its static configuration) and "
-        f"{GERBIL_FILE} (the gerbil service's ports, a Compose override for Pangolin's docker-compose.yml), for "
-        "all the stacks merged, connect ports included. Pangolin creates neither (fosrl/pangolin #375, #821): "
-        "written once per range, they let every later instance work with no restart. Shows the diff first; "
-        "writes only with --write DIR; a second run changes nothing.",
-        examples=[
-            "ssh-gateway gateway-config --stack dev                         # the diff against ./ (a dry run)",
-            "ssh-gateway gateway-config --stack dev --stack prod --write /opt/pangolin/ssh-gateway",
-        ],
-        codes={
-            OK: "written, already up to date (says so), or the dry run's diff shown",
-            CANNOT_RUN: "a stack's outputs cannot be read (no such stack, not deployed), or bad arguments",
-            REFUSED: "refused, nothing written: two stacks claim one port",
-        },
-        run=lambda args: _run(args, outputs_of),
-        arguments=_add_arguments,
-    )
+COMMAND: Final = Command(
+    name="gateway-config",
+    summary="write the gateway host's files (Traefik entry points, Gerbil ports) from the stacks' outputs",
+    description="Reads each stack's gateway output (traefikEntryPoints, gerbilPublishedPorts, gerbilConnectPort) "
+    f"and writes {TRAEFIK_FILE} (Traefik's static entry points, to merge into its static configuration) and "
+    f"{GERBIL_FILE} (the gerbil service's ports, a Compose override for Pangolin's docker-compose.yml), for "
+    "all the stacks merged, connect ports included. Pangolin creates neither (fosrl/pangolin #375, #821): "
+    "written once per range, they let every later instance work with no restart. Shows the diff first; "
+    "writes only with --write DIR; a second run changes nothing.",
+    examples=[
+        "ssh-gateway gateway-config --stack dev                         # the diff against ./ (a dry run)",
+        "ssh-gateway gateway-config --stack dev --stack prod --write /opt/pangolin/ssh-gateway",
+    ],
+    codes={
+        ExitCode.OK: "written, already up to date (says so), or the dry run's diff shown",
+        ExitCode.CANNOT_RUN: "a stack's outputs cannot be read (no such stack, not deployed), or bad arguments",
+        ExitCode.REFUSED: "refused, nothing written: two stacks claim one port",
+    },
+    run=_run,
+    arguments=_add_arguments,
+)

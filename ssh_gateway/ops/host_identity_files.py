@@ -48,6 +48,7 @@ from ssh_gateway.plumbing.pulumi_cli import PulumiFailed, revealed, run_pulumi
 from ssh_gateway.plumbing.toolchain import REPO, ToolchainMissing, pulumi_env
 
 from .command import Command
+from .exit_codes import ExitCode
 
 __all__ = [
     "COMMAND",
@@ -59,10 +60,6 @@ __all__ = [
     "stack_identity_files",
     "write_files",
 ]
-
-OK: Final = 0
-CANNOT_RUN: Final = 2
-REFUSED: Final = 3
 
 
 class HostIdentityFilesError(ValueError):
@@ -207,13 +204,13 @@ def _run(args: argparse.Namespace) -> int:
         files = stack_identity_files(stack, instance, env=dict(os.environ) if args.ambient else None)
     except ToolchainMissing as exc:
         print(f"host-identity: {exc}", file=sys.stderr)
-        return CANNOT_RUN
+        return ExitCode.CANNOT_RUN
     except HostIdentityFilesError as exc:
         print(f"host-identity: {exc}", file=sys.stderr)
-        return REFUSED if isinstance(exc, InstanceRefused) else CANNOT_RUN
+        return ExitCode.REFUSED if isinstance(exc, InstanceRefused) else ExitCode.CANNOT_RUN
     if args.write is None:
         print(json.dumps(files, indent=2))
-        return OK
+        return ExitCode.OK
     for path in write_files(args.write, files):
         print(path)
     certificate = parse_host_certificate(files[HOST_CERTIFICATE_FILE])
@@ -225,7 +222,7 @@ def _run(args: argparse.Namespace) -> int:
         "hostKeyGeneration bump, then reload sshd",
         file=sys.stderr,
     )
-    return OK
+    return ExitCode.OK
 
 
 def _day(seconds: int) -> str:
@@ -257,9 +254,9 @@ COMMAND: Final = Command(
         "ssh-gateway host-identity --ambient --stack prod --instance vm-01 --write out/   # CI: its backend",
     ),
     codes={
-        OK: "printed or written",
-        CANNOT_RUN: "no toolchain, no such stack, a stack never brought up, a config the settings reject",
-        REFUSED: "no such instance, or the stack issues it no host key (a pinned hostKey, host identity off)",
+        ExitCode.OK: "printed or written",
+        ExitCode.CANNOT_RUN: "no toolchain, no such stack, a stack never brought up, a config the settings reject",
+        ExitCode.REFUSED: "no such instance, or the stack issues it no host key (a pinned hostKey, host identity off)",
     },
     run=_run,
     arguments=_arguments,

@@ -62,6 +62,8 @@ from ssh_gateway.plumbing.pulumi_cli import PulumiFailed, run_pulumi
 from ssh_gateway.plumbing.toolchain import REPO, ToolchainMissing, pulumi_env
 
 from .adopt import ADOPTABLE_TYPES, AdoptError, Adoption, adopt
+from .command import Command
+from .exit_codes import ExitCode
 from .file_backend import StackFiles
 from .stack_lock import holder_state
 from .state_backend import AzblobError, StackState, stack_state
@@ -69,17 +71,14 @@ from .state_backend import AzblobError, StackState, stack_state
 if TYPE_CHECKING:
     from .pangolin_api import Resource
 
-__all__ = ["EXIT_CODES", "Report", "main", "recover", "register"]
+__all__ = ["COMMAND", "Report", "main", "recover"]
 
-OK: Final = 0
-FAILED: Final = 1
-CANNOT_RUN: Final = 2
-REFUSED: Final = 3
-EXIT_CODES: Final = {
-    OK: "the stack is usable: every step succeeded, or there was nothing to do",
-    FAILED: "a step failed (Pangolin unreachable, a pulumi command failed, a broken checkpoint without a sound .bak)",
-    CANNOT_RUN: "cannot run: bad arguments, no toolchain, no such stack, no API key",
-    REFUSED: "refused, nothing changed: the stack's lock is held by a live process, or by one on another host",
+_CODES: Final = {
+    ExitCode.OK: "the stack is usable: every step succeeded, or there was nothing to do",
+    ExitCode.FAILED: "a step failed (Pangolin unreachable, a pulumi command failed, a broken checkpoint without a "
+    "sound .bak)",
+    ExitCode.CANNOT_RUN: "cannot run: bad arguments, no toolchain, no such stack, no API key",
+    ExitCode.REFUSED: "refused, nothing changed: the stack's lock is held by a live process, or by one on another host",
 }
 
 _DESCRIPTION: Final = (
@@ -103,7 +102,7 @@ class Report:
     adopted: list[dict[str, str]] = field(default_factory=list)
     """Per object the program would create that exists: `urn`, `type`, `objectId`, `outcome`
     (adopted/foreign); the pending ones among them too."""
-    exit_code: int = OK
+    exit_code: int = ExitCode.OK
 
 
 class _Stop(Exception):
@@ -126,7 +125,7 @@ def recover(stack: str, *, work_dir: Path = REPO, env: dict[str, str] | None = N
         try:
             state = stack_state(backend, project, stack, env)
         except AzblobError as exc:
-            raise _Stop(CANNOT_RUN, f"cannot reach the stack's backend: {exc}") from None
+            raise _Stop(ExitCode.CANNOT_RUN, f"cannot reach the stack's backend: {exc}") from None
         if state is not None:
             _clear_stale_locks(state, report)
         else:
@@ -137,10 +136,10 @@ def recover(stack: str, *, work_dir: Path = REPO, env: dict[str, str] | None = N
         _adopt_existing(stack, project, work_dir, env, report)
     except ToolchainMissing as exc:
         report.done.append(str(exc))
-        report.exit_code = CANNOT_RUN
+        report.exit_code = ExitCode.CANNOT_RUN
     except AzblobError as exc:
         report.done.append(f"cannot read the stack's locks, so nothing was changed: {exc}")
-        report.exit_code = FAILED
+        report.exit_code = ExitCode.FAILED
     except _Stop as stop:
         report.done.append(str(stop))
         report.exit_code = stop.code
@@ -152,19 +151,19 @@ def recover(stack: str, *, work_dir: Path = REPO, env: dict[str, str] | None = N
 
 def _clear_stale_locks(files: StackState, report: Report) -> None:
     if not files.exists():
-        raise _Stop(CANNOT_RUN, f"no stack {files.stack!r} of project {files.project!r} in {files.where}")
+        raise _Stop(ExitCode.CANNOT_RUN, f"no stack {files.stack!r} of project {files.project!r} in {files.where}")
     locks = files.locks()
     for lock in locks:
         state = holder_state(lock)
         if state == "alive":
             raise _Stop(
-                REFUSED,
+                ExitCode.REFUSED,
                 f"stack {files.stack!r} is locked by pid {lock.pid} on {lock.hostname}, which is still running: "
                 "an update is in progress; wait for it to end (nothing was changed)",
             )
         if state == "unknown":
             raise _Stop(
-                REFUSED,
+                ExitCode.REFUSED,
                 f"stack {files.stack!r} is locked by pid {lock.pid} on host {lock.hostname!r}, which cannot be "
                 f"checked from here: make sure no pulumi runs there, then `pulumi cancel --stack {files.stack}` "
                 "(nothing was changed)",
@@ -183,7 +182,7 @@ def _repair_files(files: StackFiles, report: Report) -> None:
         report.done.append(f"the checkpoint was empty or truncated: restored {files.backup.name} (kept {kept.name})")
     elif not files.checkpoint_is_sound():
         raise _Stop(
-            FAILED,
+            ExitCode.FAILED,
             f"the checkpoint {files.checkpoint} is empty or truncated and there is no sound {files.backup.name} to "
             "restore: restore it from the backend's backups/ directory",
         )
@@ -278,7 +277,7 @@ def _settle_pangolin_creates(
                 report.pending.append(outcome)
     except PangolinError as exc:
         raise _Stop(
-            FAILED, f"cannot settle the pending Pangolin creates, so the state was left as it was: {exc}"
+            ExitCode.FAILED, f"cannot settle the pending Pangolin creates, so the state was left as it was: {exc}"
         ) from None
 
 
@@ -310,7 +309,7 @@ def _api_key(stack: str, work_dir: Path, env: dict[str, str]) -> str:
     try:
         key, _ = find_api_key({API_KEY_CONFIG: config.get(API_KEY_CONFIG, "")}, os.environ)
     except ValueError as exc:
-        raise _Stop(CANNOT_RUN, str(exc)) from None
+        raise _Stop(ExitCode.CANNOT_RUN, str(exc)) from None
     return key
 
 
@@ -318,7 +317,7 @@ def _pulumi(args: list[str], work_dir: Path, env: dict[str, str]) -> str:
     try:
         return run_pulumi(args, work_dir=work_dir, env=env)
     except PulumiFailed as exc:
-        raise _Stop(CANNOT_RUN if "no stack named" in exc.stderr else FAILED, str(exc)) from None
+        raise _Stop(ExitCode.CANNOT_RUN if "no stack named" in exc.stderr else ExitCode.FAILED, str(exc)) from None
 
 
 # --- 4. objects no state holds -----------------------------------------------------------------------------------
@@ -328,7 +327,7 @@ def _adopt_existing(stack: str, project: str, work_dir: Path, env: dict[str, str
     try:
         found = adopt(stack, project, work_dir, env)
     except AdoptError as exc:
-        raise _Stop(FAILED, f"cannot adopt the objects no state holds: {exc}") from None
+        raise _Stop(ExitCode.FAILED, f"cannot adopt the objects no state holds: {exc}") from None
     by_urn: dict[str, Adoption] = {a.urn: a for a in found}
     for entry in report.pending:
         if entry["type"] in ADOPTABLE_TYPES and entry["urn"] in by_urn:
@@ -346,7 +345,7 @@ def _adopt_existing(stack: str, project: str, work_dir: Path, env: dict[str, str
     foreign = [a for a in found if a.outcome == "foreign"]
     if foreign:
         raise _Stop(
-            FAILED,
+            ExitCode.FAILED,
             f"{len(foreign)} object(s) the program would create exist without this stack's mark, so they are "
             f"someone else's and were not adopted: {', '.join(a.object_id for a in foreign[:3])}; delete or "
             "rename them (or import them by hand with `pulumi import` if they are this stack's)",
@@ -373,45 +372,28 @@ def _run(args: argparse.Namespace) -> int:
         print(json.dumps(asdict(report), indent=2))
     else:
         for line in report.done:
-            print(f"recover {report.stack}: {line}", file=sys.stdout if report.exit_code == OK else sys.stderr)
+            print(f"recover {report.stack}: {line}", file=sys.stdout if report.exit_code == ExitCode.OK else sys.stderr)
     return report.exit_code
 
 
-def _epilog() -> str:
-    examples = (
-        "examples:\n  ssh-gateway recover --stack dev\n  ssh-gateway recover --stack dev --json\n"
-        "  ssh-gateway recover --ambient --stack prod-a   # a shared backend (PULUMI_BACKEND_URL=azblob://...)\n\n"
-    )
-    return examples + "exit codes:\n" + "\n".join(f"  {code}  {text}" for code, text in EXIT_CODES.items())
-
-
-def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
-    """Add `recover` to a CLI's subcommands; its handler is the parser default `run(args) -> exit code`."""
-    parser = commands.add_parser(
-        "recover",
-        help="make a stack whose `pulumi up` was killed usable again",
-        description=_DESCRIPTION,
-        epilog=_epilog(),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    _add_arguments(parser)
-    parser.set_defaults(run=_run)
+COMMAND: Final = Command(
+    name="recover",
+    summary="make a stack whose `pulumi up` was killed usable again",
+    description=_DESCRIPTION,
+    examples=(
+        "ssh-gateway recover --stack dev",
+        "ssh-gateway recover --stack dev --json",
+        "ssh-gateway recover --ambient --stack prod-a   # a shared backend (PULUMI_BACKEND_URL=azblob://...)",
+    ),
+    codes=_CODES,
+    run=_run,
+    arguments=_add_arguments,
+)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """`python -m ssh_gateway.ops.recover`; returns the exit code."""
-    parser = argparse.ArgumentParser(
-        prog="python -m ssh_gateway.ops.recover",
-        description=_DESCRIPTION,
-        epilog=_epilog(),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
-    _add_arguments(parser)
-    try:
-        args = parser.parse_args(argv)
-    except SystemExit as exc:  # --help (0) or a usage error (argparse's 2)
-        return OK if exc.code in (0, None) else CANNOT_RUN
-    return _run(args)
+    return COMMAND.main(argv, prog="python -m ssh_gateway.ops.recover")
 
 
 if __name__ == "__main__":

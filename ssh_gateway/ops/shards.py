@@ -18,6 +18,7 @@ from typing import Final
 from ssh_gateway.core.shards import ShardsError, deployed_stacks
 
 from .command import Command
+from .exit_codes import ExitCode
 
 __all__ = ["COMMAND", "main"]
 
@@ -33,7 +34,10 @@ _EXAMPLES: Final = (
     "ssh-gateway shards",
     'ssh-gateway shards --env prod --json      # [{"environment": "prod", "stack": "prod-a"}, ...]',
 )
-_CODES: Final = {0: "listed", 2: "an --env that is not a name or has no stack file (named, with the ones there are)"}
+_CODES: Final = {
+    ExitCode.OK: "listed",
+    ExitCode.CANNOT_RUN: "an --env that is not a name or has no stack file (named, with the ones there are)",
+}
 
 
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -48,13 +52,13 @@ def _run(args: argparse.Namespace) -> int:
         stacks = deployed_stacks(names, args.env)
     except ShardsError as exc:
         print(f"ssh-gateway shards: {exc}", file=sys.stderr)
-        return 2
+        return ExitCode.CANNOT_RUN
     if args.json:
         print(json.dumps([asdict(s) for s in stacks], separators=(",", ":")))
     else:
         for s in stacks:
             print(f"{s.environment}\t{s.stack}")
-    return 0
+    return ExitCode.OK
 
 
 COMMAND: Final = Command(

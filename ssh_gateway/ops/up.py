@@ -33,6 +33,7 @@ from ssh_gateway.plumbing.toolchain import REPO, ToolchainMissing, pulumi_env
 
 from .adopt import planned_creates, skip_checkpoints_is_recoverable
 from .command import Command
+from .exit_codes import ExitCode
 
 __all__ = [
     "COMMAND",
@@ -47,7 +48,6 @@ __all__ = [
 SKIP_CHECKPOINTS: Final = {"PULUMI_SKIP_CHECKPOINTS": "true"}
 """What a first `up` adds to pulumi's environment."""
 
-CANNOT_RUN: Final = 2
 
 # Records that every stack holds besides what the program makes: the stack itself and the default providers.
 _NOT_MADE: Final = ("pulumi:pulumi:Stack", "pulumi:providers:")
@@ -153,7 +153,7 @@ def _run(args: argparse.Namespace) -> int:
         return up(str(args.stack), extra, ambient=bool(args.ambient))
     except (ToolchainMissing, PulumiFailed) as exc:
         print(f"up: {exc}", file=sys.stderr)
-        return CANNOT_RUN
+        return ExitCode.CANNOT_RUN
 
 
 _DESCRIPTION: Final = (
@@ -171,9 +171,10 @@ COMMAND: Final = Command(
         "ssh-gateway up --stack dev -- --parallel 16",
     ),
     codes={
-        0: "the update succeeded",
-        1: "pulumi up failed (pulumi's own nonzero code is passed on); if it was interrupted: recover, then up",
-        CANNOT_RUN: "cannot run: no toolchain, no such stack",
+        ExitCode.OK: "the update succeeded",
+        ExitCode.FAILED: "pulumi up failed (pulumi's own nonzero code is passed on); if it was interrupted: recover, "
+        "then up",
+        ExitCode.CANNOT_RUN: "cannot run: no toolchain, no such stack",
     },
     run=_run,
     arguments=_add_arguments,

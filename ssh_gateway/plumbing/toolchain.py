@@ -71,3 +71,10 @@ def pulumi_root() -> Path:
     """The directory whose bin/ holds the pinned pulumi CLI (what the Automation API calls `root`)."""
     first = pulumi_env()["PATH"].split(os.pathsep)[0]
     return Path(first).parent
+
+
+def require_pulumi() -> None:
+    """The pinned CLI that scripts/bootstrap builds (piece `cli`), or ToolchainMissing naming the fix."""
+    path = pulumi_env()["PATH"].split(os.pathsep)[0]
+    if not os.access(Path(path) / "pulumi", os.X_OK):
+        raise ToolchainMissing(f"no pulumi CLI in {path}: run scripts/bootstrap venv cli")

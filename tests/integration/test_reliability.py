@@ -16,7 +16,7 @@ from pulumi import automation as auto
 
 from pangolin_emulator.harness import EmulatorHandle
 from ssh_gateway.ops.file_backend import stack_files
-from ssh_gateway.ops.recover import register
+from ssh_gateway.ops.recover import COMMAND as RECOVER
 from ssh_gateway.plumbing.toolchain import pulumi_env
 
 from .cli import pulumi
@@ -244,7 +244,7 @@ def test_overlapping_ups_of_two_stacks_contest_ports_and_never_route_one_twice(
 
 def test_recover_is_a_subcommand_a_cli_can_register(capsys: pytest.CaptureFixture[str]) -> None:
     parser = argparse.ArgumentParser(prog="ssh-gateway")
-    register(parser.add_subparsers())
+    RECOVER.register(parser.add_subparsers())
     args = parser.parse_args(["recover", "--stack", "no-such-stack"])
 
     assert args.run(args) == 2

@@ -11,13 +11,9 @@ from collections.abc import Sequence
 from typing import Final
 
 from ssh_gateway.ops.command import Command
+from ssh_gateway.ops.exit_codes import ExitCode
 
-__all__ = ["CANNOT_RUN", "COMMAND", "FAILED", "OK", "REFUSED", "main"]
-
-OK: Final = 0
-FAILED: Final = 1
-CANNOT_RUN: Final = 2
-REFUSED: Final = 3
+__all__ = ["COMMAND", "main"]
 
 
 def _add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -55,7 +51,7 @@ def _run(args: argparse.Namespace) -> int:
         targets = [target_of(stack) for stack in stacks]
     except TargetError as exc:
         print(f"reconcile: {exc}", file=sys.stderr)
-        return REFUSED
+        return ExitCode.REFUSED
     stop = threading.Event()
     for signum in (signal.SIGTERM, signal.SIGINT):
         # The running `up`s finish (a pod's terminationGracePeriodSeconds gives them the time); no new one starts.
@@ -73,7 +69,7 @@ def _run(args: argparse.Namespace) -> int:
         )
     except KubeError as exc:
         print(f"reconcile: {exc}", file=sys.stderr)
-        return CANNOT_RUN
+        return ExitCode.CANNOT_RUN
 
 
 _DESCRIPTION: Final = (
@@ -93,10 +89,10 @@ COMMAND: Final = Command(
         "ssh-gateway reconcile --once --ambient --stack prod-a   # a scheduled CI job",
     ),
     codes={
-        OK: "stopped by SIGTERM or SIGINT; with --once: every up succeeded (or another replica's covered it)",
-        FAILED: "with --once: an up failed (the worst exit code of the stacks' ups is passed on)",
-        CANNOT_RUN: "the cluster cannot be reached with the stack's kubeconfig",
-        REFUSED: "a stack file cannot be read, its settings are invalid, or it has no ssh-gateway:discovery",
+        ExitCode.OK: "stopped by SIGTERM or SIGINT; with --once: every up succeeded (or another replica's covered it)",
+        ExitCode.FAILED: "with --once: an up failed (the worst exit code of the stacks' ups is passed on)",
+        ExitCode.CANNOT_RUN: "the cluster cannot be reached with the stack's kubeconfig",
+        ExitCode.REFUSED: "a stack file cannot be read, its settings are invalid, or it has no ssh-gateway:discovery",
     },
     run=_run,
     arguments=_add_arguments,

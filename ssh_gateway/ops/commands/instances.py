@@ -1,0 +1,194 @@
+"""`ssh-gateway instances`: add, remove or list a stack's instances, by ssh_gateway/ops/instances.py, then show the
+preview of the edit."""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import json
+import re
+import sys
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Final
+
+from ssh_gateway.ops.command import Command, ExitCodes, exit_codes, say_error
+from ssh_gateway.ops.exit_codes import ExitCode
+from ssh_gateway.plumbing.toolchain import REPO
+
+from .preview_summary import run_preview, summary_json, summary_markdown
+
+if TYPE_CHECKING:
+    from ssh_gateway.ops.command import Commands
+
+__all__ = ["COMMAND"]
+
+
+def _key_value(text: str) -> tuple[str, str]:
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise argparse.ArgumentTypeError(f"{text!r} is not KEY=VALUE")
+    return key, value
+
+
+def _flag(key: str) -> str:
+    """A config key as its `instances add` option: `staticHost` -> `--static-host`."""
+    return "--" + re.sub(r"(?<=[a-z])(?=[A-Z])", "-", key).lower()
+
+
+def _instance_options() -> dict[str, dict[str, Any]]:
+    """`instances add`'s option for each instance key of the settings model (`INSTANCE_KEYS`, `name` is the
+    positional argument): its type and help; the choices are the model's own."""
+    from ssh_gateway.core.settings import ROUTINGS, TARGETS
+
+    return {
+        "routing": {
+            "choices": ROUTINGS,
+            "help": "port: a public port of its own; connect: through ssh-gateway:connect",
+        },
+        "user": {"help": "login user (default: root)"},
+        "target": {"choices": TARGETS, "help": "default: nodePort (routing connect: its Service, or static)"},
+        "namespace": {"help": "of its Service and host-key Secret (default: kubernetes.namespace)"},
+        "port": {"type": int, "help": "pin the public port"},
+        "selector": {"type": _key_value, "action": "append", "metavar": "KEY=VALUE", "help": "pod selector"},
+        "podPort": {"type": int, "help": "sshd's port in the pod (default: 22)"},
+        "nodePort": {"type": int, "help": "pin the Service's nodePort"},
+        "staticHost": {"help": "target host (with --target static)"},
+        "staticPort": {"type": int, "help": "target port (with --target static)"},
+        "sourceCidrs": {"action": "append", "metavar": "CIDR", "help": "who may connect (repeatable)"},
+        "hostKey": {"help": "the pinned public host key, `ssh-ed25519 AAAA...`"},
+        "hostKeyGeneration": {"type": int, "help": "bump to rotate the instance's issued host key"},
+    }
+
+
+_OPTION_ALIASES: Final = {"sourceCidrs": ("--source-cidr",)}
+"""Option names kept from before the options were drawn from the model."""
+
+
+def _add_instance_options(parser: argparse.ArgumentParser) -> None:
+    from ssh_gateway.core.settings import INSTANCE_KEYS
+
+    options = _instance_options()
+    for key in INSTANCE_KEYS[1:]:
+        option = options[key]
+        if "choices" not in option:
+            option.setdefault("metavar", _flag(key)[2:].upper().replace("-", "_"))
+        parser.add_argument(*_OPTION_ALIASES.get(key, ()), _flag(key), dest=key, **option)
+
+
+def _entry(args: argparse.Namespace) -> dict[str, Any]:
+    from ssh_gateway.core.settings import INSTANCE_KEYS
+
+    values = {key: getattr(args, key, None) for key in INSTANCE_KEYS}
+    if values["selector"] is not None:
+        values["selector"] = dict(values["selector"])
+    return {key: value for key, value in values.items() if value is not None}
+
+
+def _run(args: argparse.Namespace) -> int:
+    from ssh_gateway.ops import instances
+    from ssh_gateway.ops.automation import stack_file
+
+    path = stack_file(args.stack)
+    if not path.exists():
+        say_error(f"{path.relative_to(REPO)} does not exist: no stack {args.stack!r} in stacks/")
+        return ExitCode.CANNOT_RUN
+    before = path.read_bytes().decode("utf-8")
+    try:
+        if args.action == "list":
+            entries = instances.list_instances(before)
+            print(json.dumps(entries, indent=2) if args.json else "\n".join(instances.described(entries)))
+            return ExitCode.OK
+        after = (
+            instances.add_instance(before, _entry(args))
+            if args.action == "add"
+            else instances.remove_instance(before, args.name)
+        )
+    except instances.InstanceError as exc:
+        say_error(f"refused, {path.relative_to(REPO)} is unchanged: {exc}")
+        return ExitCode.REFUSED
+    shown = str(path.relative_to(REPO))
+    diff = "".join(difflib.unified_diff(before.splitlines(True), after.splitlines(True), shown, shown))
+    if not args.dry_run:
+        path.write_bytes(after.encode("utf-8"))
+    report: dict[str, Any] = {"stack": args.stack, "file": shown, "written": not args.dry_run, "diff": diff}
+    if not args.json:
+        sys.stdout.write(diff)
+        print(f"{'dry run, not written' if args.dry_run else 'wrote'}: {shown}")
+    if args.dry_run or args.no_preview:
+        if args.json:
+            print(json.dumps(report, indent=2))
+        return ExitCode.OK
+    if not args.json:
+        print(f"==> pulumi preview --stack {args.stack} (the change as a reviewer sees it)", flush=True)
+    preview = run_preview(args.stack)
+    if preview.document is None:
+        say_error(f"{shown} was written, but its preview printed no JSON (exit code {preview.code})")
+        return ExitCode.CANNOT_RUN
+    if args.json:
+        print(json.dumps({**report, "previewExitCode": preview.code, "preview": summary_json(preview.document)}))
+    else:
+        sys.stdout.write(summary_markdown(preview.document))
+    return ExitCode.OK if preview.code == 0 else ExitCode.FAILED
+
+
+_EXAMPLES: Final = (
+    "ssh-gateway instances list --stack dev",
+    "ssh-gateway instances add gpu-dave --stack dev --user dave",
+    "ssh-gateway instances add gpu-vm --stack dev --target static --static-host 10.0.0.7 --static-port 22",
+    "ssh-gateway instances add gpu-eve --stack dev --user eve --port 40042 --source-cidr 203.0.113.9/32",
+    "ssh-gateway instances add gpu-c --stack dev --routing connect   # through ssh-gateway:connect",
+    "ssh-gateway instances remove gpu-dave --stack dev --json",
+)
+
+
+_CODES: Final = {
+    ExitCode.OK: "written, and its preview succeeded (or --dry-run / --no-preview)",
+    ExitCode.FAILED: "written, but its preview reports errors (shown in the summary)",
+    ExitCode.CANNOT_RUN: "no stacks/Pulumi.STACK.yaml, or the preview did not run (the file is written)",
+    ExitCode.REFUSED: "refused, the file unchanged byte for byte: the settings model rejects the result (the key and "
+    "value are named), the name exists already (add) or does not (remove)",
+}
+
+
+def _action(
+    actions: Commands, name: str, summary: str, examples: Sequence[int], codes: ExitCodes = _CODES
+) -> argparse.ArgumentParser:
+    epilog = "examples:\n" + "\n".join(f"  {_EXAMPLES[i]}" for i in examples) + "\n\n" + exit_codes(codes)
+    return actions.add_parser(
+        name, help=summary, description=summary, epilog=epilog, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+
+
+def _arguments(parser: argparse.ArgumentParser) -> None:
+    actions = parser.add_subparsers(dest="action", required=True, metavar="{add,remove,list}")
+    add = _action(actions, "add", "append an instance (keys as in the README's config table)", (1, 2, 3, 4))
+    remove = _action(actions, "remove", "remove an instance by name", (5,))
+    listing = _action(
+        actions,
+        "list",
+        "the instances as written in the file",
+        (0,),
+        {ExitCode.OK: "listed", ExitCode.CANNOT_RUN: "no such stack file"},
+    )
+    for sub in (add, remove, listing):
+        sub.add_argument("--stack", required=True, help="edits stacks/Pulumi.STACK.yaml")
+        sub.add_argument("--json", action="store_true", help="machine-readable output")
+    for sub in (add, remove):
+        sub.add_argument("name", help="the instance (a DNS label)")
+        sub.add_argument("--no-preview", action="store_true", help="write the file, skip the preview")
+        sub.add_argument("--dry-run", action="store_true", help="validate and show the diff, write nothing")
+    _add_instance_options(add)
+
+
+COMMAND: Final = Command(
+    name="instances",
+    summary="add, remove or list a stack's instances in stacks/Pulumi.STACK.yaml",
+    description="Edits ssh-gateway:instances in stacks/Pulumi.STACK.yaml, keeping its comments and order, "
+    "after validating the whole resulting config with the program's settings model (a refused edit leaves the "
+    "file unchanged byte for byte), then shows the preview summary of the change. This is the seam a "
+    "provisioning platform calls; from Python, see ssh_gateway.ops.instances.",
+    examples=_EXAMPLES,
+    codes=_CODES,
+    run=_run,
+    arguments=_arguments,
+)

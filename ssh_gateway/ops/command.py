@@ -14,6 +14,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from .exit_codes import ExitCode
+
 __all__ = ["Command", "ExitCodes", "Handler", "add_ambient", "exit_codes", "say_error"]
 
 if TYPE_CHECKING:
@@ -25,7 +27,7 @@ if TYPE_CHECKING:
 Handler = Callable[[argparse.Namespace], int]
 """What runs a command: its parsed arguments in, its exit code out."""
 
-ExitCodes = Mapping[int, str]
+ExitCodes = Mapping[ExitCode, str]
 """A command's exit codes, each with what it means for that command."""
 
 

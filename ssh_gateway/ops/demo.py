@@ -68,6 +68,7 @@ from ssh_gateway.plumbing.toolchain import REPO
 
 from .automation import open_stack
 from .doctor import diagnose, endpoints_from_outputs
+from .exit_codes import ExitCode
 from .host_identity_files import HostIdentityFilesError, read_stack
 
 __all__ = ["main"]
@@ -468,9 +469,9 @@ def up(stack_name: str, state: Path, *, keep: bool) -> int:
     total = len(settings.instances)
     if error or answered != total:
         say(f"!!! main job failed: {answered}/{total} instances answered ({took:.1f}s)")
-        return 1
+        return ExitCode.FAILED
     say(f"==> main job OK: {answered}/{total} instances answered through their public ports ({took:.1f}s)")
-    return 0
+    return ExitCode.OK
 
 
 def _finish(machine: Machine, *, keep: bool) -> None:
@@ -498,7 +499,7 @@ def down(stack_name: str, state: Path) -> int:
         settings, api_key = _read_settings(stack)
         resources = len((stack.export_stack().deployment or {}).get("resources", []))
     machine = _machine(settings, api_key, state, [])  # only to find and stop what runs
-    status = 0
+    status = ExitCode.OK
     if resources:
         emulator = machine.emulator
         try:
@@ -509,7 +510,7 @@ def down(stack_name: str, state: Path) -> int:
                 stack.destroy(on_event=_print_resource_steps, color="never")
         except (EmulatorError, auto.CommandError) as exc:
             say(f"!!! {exc}")
-            status = 1
+            status = ExitCode.FAILED
     else:
         say(f"==> stack {stack_name} has no resources: nothing to destroy")
     stops: list[tuple[str, Callable[[], bool]]] = [("emulator", machine.emulator.stop)]
@@ -540,7 +541,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if shutil.which("ssh") is None:
         say("!!! the ssh client is missing: run scripts/system-packages")
-        return 1
+        return ExitCode.FAILED
     state = (args.state_dir or default_state_dir(args.stack)).resolve()
     try:
         if args.action == "down":
@@ -548,7 +549,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return up(args.stack, state, keep=args.keep)
     except (SettingsError, SshdError, EmulatorError, traefik.TraefikError, auto.CommandError) as exc:
         say(f"!!! {exc}")
-        return 1
+        return ExitCode.FAILED
 
 
 if __name__ == "__main__":

@@ -15,6 +15,7 @@ from pulumi import automation as auto
 from ssh_gateway.core.credentials import find_api_key
 from ssh_gateway.core.outputs import parse_stack_outputs
 from ssh_gateway.ops.automation import workspace_options
+from ssh_gateway.ops.exit_codes import ExitCode
 from ssh_gateway.plumbing.toolchain import REPO, ToolchainMissing
 
 from .arguments import add_arguments
@@ -46,17 +47,17 @@ def run(args: argparse.Namespace) -> int:
         outputs = {key: value.value for key, value in stack.outputs().items()}
     except (auto.StackNotFoundError, ToolchainMissing) as exc:
         print(f"doctor: cannot open stack {args.stack!r}: {exc}", file=sys.stderr)
-        return 2
+        return ExitCode.CANNOT_RUN
     project = stack.workspace.project_settings().name
     endpoints = endpoints_from_outputs(outputs, project=project, stack=stack.name)
     if not endpoints:
         print(f"doctor: stack {args.stack!r} has no endpoints in its outputs: run pulumi up first", file=sys.stderr)
-        return 2
+        return ExitCode.CANNOT_RUN
     if args.instance:
         unknown = sorted(set(args.instance) - {ep.instance for ep in endpoints})
         if unknown:
             print(f"doctor: stack {args.stack!r} has no instance {', '.join(unknown)}", file=sys.stderr)
-            return 2
+            return ExitCode.CANNOT_RUN
         endpoints = [ep for ep in endpoints if ep.instance in args.instance]
     api_url = parse_stack_outputs(outputs).pangolin_url or ""
     reports = diagnose(endpoints, api_url=api_url, api_key=_api_key(stack), timeout=args.timeout)
@@ -74,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
         if gateway is not None:
             print(f"traefik: {'ok' if gateway.ok else 'BROKEN'}: {gateway.detail}")
     healthy = all(r.broken is None for r in reports) and (gateway is None or gateway.ok)
-    return 0 if healthy else 1
+    return ExitCode.OK if healthy else ExitCode.FAILED
 
 
 def _api_key(stack: auto.Stack) -> str | None:

@@ -576,8 +576,9 @@ def _gone(run: _Run) -> tuple[tuple[str, ...], tuple[str, ...]]:
     would go at once than the guard allows. Returns (removed, held)."""
     grace = timedelta(seconds=run.section.grace_period)
     expired: list[tuple[str, Found]] = []
+    configured = {i.name for i in run.settings.instances}
     for name, known in sorted(run.memory.items()):
-        if name in run.found or name in {i.name for i in run.settings.instances}:
+        if name in run.found or name in configured:
             continue
         try:
             instance = _INSTANCE.validate_python(dict(known.instance))

@@ -10,7 +10,7 @@ anything is registered, so nothing is deleted for want of an answer.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any, Final
 
@@ -95,7 +95,7 @@ def register_status(
     settings: Settings,
     outcome: Outcome,
     endpoints: Mapping[str, object],
-    instances: Sequence[pulumi.Resource],
+    instances: Mapping[str, pulumi.Resource],
     *,
     provider: k8s.Provider | None,
     project: str,
@@ -103,7 +103,8 @@ def register_status(
 ) -> k8s.core.v1.ConfigMap:
     """The stack's status ConfigMap: the selection, each discovered instance's object, accepted annotations and
     endpoint, each refused object's line, the held removals. It depends on every instance, so an endpoint is
-    written once the instance's resources exist, and an entry goes in the run that removes its instance."""
+    written once the instance's resources exist, and an entry goes in the run that removes its instance. Only
+    the discovered instances: a dependency on a component is recorded as one on each of its children."""
     names = [f.instance.name for f in outcome.instances]
     resolved: pulumi.Output[Any] = pulumi.Output.from_input({n: endpoints[n] for n in names})
     data = resolved.apply(lambda eps: next_status(outcome, eps))
@@ -116,5 +117,5 @@ def register_status(
             annotations=ownership_annotations(skip_await=settings.kubernetes.skip_await),
         ),
         data=data,
-        opts=pulumi.ResourceOptions(provider=provider, depends_on=list(instances)),
+        opts=pulumi.ResourceOptions(provider=provider, depends_on=[instances[n] for n in names]),
     )

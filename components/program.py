@@ -270,7 +270,7 @@ def build(
             settings,
             discovered,
             endpoints,
-            list(instances.values()),
+            instances,
             provider=k8s_provider,
             project=project,
             stack=stack,

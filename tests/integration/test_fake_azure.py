@@ -7,12 +7,18 @@ import threading
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import grpc
+import pulumi
 import pytest
 from google.protobuf import json_format, struct_pb2
+from pulumi import automation as auto
 from pulumi.runtime.proto import provider_pb2, provider_pb2_grpc
+from pulumi_azure_native import network
+
+from ssh_gateway.ops.automation import workspace_options
 
 from .fake_azure import (
     GET_NSG,
@@ -293,3 +299,53 @@ def test_a_write_that_cannot_get_its_nsg_within_the_retries_gets_azures_429() ->
         engine.create("gw-b", priority=1001)  # once the NSG is free, the same write goes through
     assert refused == 'Status=429 Code="RetryableError" Message="A retryable error occured."'
     assert azure.writes(RG, NSG) == NsgWrites(creates=2, refused=1, contended=1)
+
+
+# --- through the real engine -------------------------------------------------------------------------------
+
+
+@pytest.mark.usefixtures("azure_native")  # the engine attaches to the stand-in that serves `fake_azure`
+def test_the_engine_reads_the_nsg_and_gets_azures_refusal(fake_azure: FakeAzure, tmp_path: Path) -> None:
+    """A program of its own (not the project's, whose rule design changes) through the real CLI: the SDK's invoke
+    finds the stand-in's function and result shape, and a refused create fails `up` with Azure's text."""
+    fake_azure.seed_rule(RG, NSG, "corp-vpn", _rule(priority=1000))
+    priority = {"value": 1000}
+
+    def program() -> None:
+        got = network.get_network_security_group_output(resource_group_name=RG, network_security_group_name=NSG)
+        pulumi.export("seen", got.security_rules.apply(lambda rules: sorted((r.name, r.priority) for r in rules or [])))
+        network.SecurityRule(
+            "gw-a",
+            resource_group_name=RG,
+            network_security_group_name=NSG,
+            security_rule_name="gw-a",
+            priority=priority["value"],
+            direction="Inbound",
+            access="Allow",
+            protocol="Tcp",
+            source_port_range="*",
+            source_address_prefix="203.0.113.0/24",
+            destination_address_prefix="*",
+            destination_port_range="40000",
+        )
+
+    backend = tmp_path / "state"
+    backend.mkdir()
+    options = workspace_options(tmp_path, {"PULUMI_BACKEND_URL": f"file://{backend}"})
+    options.project_settings = auto.ProjectSettings(name="fake-azure", runtime="python")
+    stack = auto.create_or_select_stack("it", project_name="fake-azure", program=program, opts=options)
+    try:
+        with pytest.raises(auto.CommandError) as refused:
+            stack.up()
+        assert (
+            'Status=400 Code="SecurityRuleConflict" Message="Security rule corp-vpn conflicts with rule gw-a.'
+            in str(refused.value)
+        )
+        priority["value"] = 1001
+        outputs = stack.up().outputs
+        assert outputs["seen"].value == [["corp-vpn", 1000]]
+        assert sorted(fake_azure.rules(RG, NSG)) == ["corp-vpn", "gw-a"]
+    finally:
+        stack.destroy()
+        stack.workspace.remove_stack(stack.name)
+    assert fake_azure.writes(RG, NSG) == NsgWrites(creates=1, deletes=1, refused=1)

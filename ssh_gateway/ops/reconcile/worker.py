@@ -42,6 +42,8 @@ MAX_DELAY_SECONDS: Final = 5.0
 """The longest a change waits for quiet before its `up` starts anyway."""
 RESYNC_SECONDS: Final = 600.0
 """A pass at least this often with no change at all (level-based: a missed event costs at most one period)."""
+CANNOT_RUN: Final = 2
+"""The code of a step that could not be started (as `ssh-gateway up`'s own for "cannot run")."""
 CLOCK_MARGIN: Final = 2.0
 """Seconds by which another replica's `up` must have started after a change to cover it: two pods' clocks,
 kept by NTP, differ by far less."""
@@ -131,28 +133,27 @@ class StackWorker:
 
     def run_once(self, reasons: list[str], since: float, stop: threading.Event) -> int | None:
         """One pass under the stack's lease; the `up`'s exit code, or None when none ran (covered, stopped)."""
-        if self._lease is not None:
+        lease = self._lease
+        if lease is not None:
             try:
-                last = self._lease.acquire(
-                    stop, lambda holder: self._log("lease-wait", stack=self.stack, holder=holder)
-                )
+                last = lease.acquire(stop, self._waiting)
             except LeaseLost:
                 return None
             if last is not None and last.code == 0 and last.started > since + CLOCK_MARGIN:
-                self._lease.release(None)
+                lease.release(None)
                 self._needs_heal = False
                 self._log("up-covered", stack=self.stack, reason=_shown(reasons), by=last.holder)
                 return None
         renewing = threading.Event()
-        if self._lease is not None:
-            self._lease.hold(renewing, lambda why: self._log("lease-lost", stack=self.stack, error=why))
-        started = time.time()
+        if lease is not None:
+            lease.hold(renewing, lambda why: self._log("lease-lost", stack=self.stack, error=why))
+        started, code = time.time(), CANNOT_RUN
         try:
             code = self._heal_and_up(reasons)
         finally:
             renewing.set()
-        if self._lease is not None:
-            self._lease.release(LastUp(started=started, code=code, holder=self._lease.identity))
+            if lease is not None:
+                lease.release(LastUp(started=started, code=code, holder=lease.identity))
         self.codes.append(code)
         return code
 
@@ -162,14 +163,21 @@ class StackWorker:
     def _heal_and_up(self, reasons: list[str]) -> int:
         if self._needs_heal:
             began = time.monotonic()
-            code = self._run_step("recover", self.stack)
+            code = self._step("recover")
             self._log("recover", stack=self.stack, seconds=round(time.monotonic() - began, 2), code=code)
         self._log("up-start", stack=self.stack, reason=_shown(reasons))
         began = time.monotonic()
-        code = self._run_step("up", self.stack)
+        code = self._step("up")
         self._needs_heal = code != 0
         self._log("up", stack=self.stack, reason=_shown(reasons), seconds=round(time.monotonic() - began, 2), code=code)
         return code
+
+    def _step(self, action: Action) -> int:
+        try:
+            return self._run_step(action, self.stack)
+        except OSError as exc:  # it could not even start (no python, no pulumi): a failure, healed next time
+            self._log("step-error", stack=self.stack, action=action, error=f"{type(exc).__name__}: {exc}")
+            return CANNOT_RUN
 
     def _wait(self, stop: threading.Event, resync_at: float, expiry_at: float | None) -> tuple[list[str], float]:
         """Blocks until a pass is due; its reasons and since when (seconds since the epoch) they wait."""

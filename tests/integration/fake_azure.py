@@ -30,7 +30,9 @@ azure-native's documented behaviour, cited below.
     API version 2024-05-01), with `securityRules` (each rule as `SecurityRuleResponse`: `name`, `id`, `etag`,
     `priority`, `direction`, `access`, `protocol`, the single and plural address and port fields, the plural
     ones `[]` when unset, as Azure answers) and Azure's six `defaultSecurityRules`. Every NSG exists, empty
-    until written: the stand-in does not model a missing NSG.
+    until written, unless a test removes it (`remove_nsg`): then its read fails with ARM's 404, `Status=404
+    Code="ResourceNotFound" Message="The Resource 'Microsoft.Network/networkSecurityGroups/<nsg>' under
+    resource group '<rg>' was not found. ..."`, and a rule write into it with `ParentResourceNotFound`.
 
 ## Azure's rules for an NSG's rules (refused with status 400, the code and the text Azure answers)
 - Rule name: 1 to 80 characters, word characters, `.`, `-`, `_`, beginning with a word character and ending with
@@ -83,6 +85,8 @@ at least 20 s on real Azure. Not modelled: an operation that ends `Canceled` (su
 - `seed_rule(resource_group, nsg, name, properties)`: a rule some other tool owns (`properties` in the SDK's
   camelCase shape: `priority`, `direction`, `access`, `protocol`, `sourceAddressPrefix(es)`,
   `destinationPortRange(s)`, ...); raises `AzureRefusal` as Azure would refuse it. Not counted as a write.
+- `remove_nsg(resource_group, nsg)`: the NSG is gone (its rules with it), so its read fails (a failed read is
+  not an empty NSG).
 - `rules(resource_group, nsg)`: the NSG's rules by name; `rule_names()`: every rule's name, all NSGs.
 - `writes(resource_group, nsg)`: `NsgWrites` (creates, updates, deletes, refused, contended; previews not
   counted).
@@ -214,6 +218,7 @@ class FakeAzure:
     _busy: dict[Nsg, threading.Lock] = field(default_factory=dict)
     _versions: Iterator[int] = field(default_factory=lambda: itertools.count(1))
     _etags: dict[Nsg, int] = field(default_factory=dict)
+    _absent: set[Nsg] = field(default_factory=set)
     _holds: dict[str, threading.Event] = field(default_factory=dict)
     _held: dict[str, threading.Event] = field(default_factory=dict)
 
@@ -223,6 +228,13 @@ class FakeAzure:
         """Put a rule that another tool owns into the NSG (checked as Azure checks it; not a counted write)."""
         with self.lock:
             self._put((resource_group, nsg), name, _properties(properties))
+
+    def remove_nsg(self, resource_group: str, nsg: str) -> None:
+        """The NSG no longer exists, nor its rules: its read fails, as does a rule write into it."""
+        with self.lock:
+            self._absent.add((resource_group, nsg))
+            self._nsgs.pop((resource_group, nsg), None)
+            self._sizes.pop((resource_group, nsg), None)
 
     def rules(self, resource_group: str, nsg: str) -> dict[str, dict[str, Any]]:
         """The NSG's rules by name (copies of their properties)."""
@@ -295,8 +307,15 @@ class FakeAzure:
             return None if found is None else dict(found)
 
     def nsg(self, where: Nsg) -> dict[str, Any]:
-        """The NSG as `getNetworkSecurityGroup` answers (the SDK's result shape)."""
+        """The NSG as `getNetworkSecurityGroup` answers (the SDK's result shape); `AzureRefusal` if it is gone."""
         with self.lock:
+            if where in self._absent:
+                raise AzureRefusal.arm(
+                    404,
+                    "ResourceNotFound",
+                    f"The Resource 'Microsoft.Network/networkSecurityGroups/{where[1]}' under resource group "
+                    f"'{where[0]}' was not found. For more details please go to https://aka.ms/ARMResourceNotFoundFix",
+                )
             group = nsg_id(self.subscription, *where)
             etag = f'W/"{self._etags.get(where, 0)}"'
             rules = sorted(self._nsgs.get(where, {}).items())
@@ -344,6 +363,12 @@ class FakeAzure:
 
     def _put(self, where: Nsg, name: str, properties: dict[str, Any]) -> None:
         """Azure's checks on the NSG as it would be after the write, then the write (under `lock`)."""
+        if where in self._absent:
+            raise AzureRefusal.arm(
+                404,
+                "ParentResourceNotFound",
+                f"Can not perform requested operation on nested resource. Parent resource '{where[1]}' not found.",
+            )
         rules = self._nsgs.setdefault(where, {})
         if not _RULE_NAME.fullmatch(name):
             raise AzureRefusal.arm(
@@ -532,10 +557,12 @@ class FakeAzureNative(provider_pb2_grpc.ResourceProviderServicer):
         if path is None:
             return provider_pb2.ReadResponse()
         where = _where(path)
-        if "securityRuleName" not in path:  # an NSG (`NetworkSecurityGroup.get`): every NSG exists
-            return provider_pb2.ReadResponse(
-                id=request.id, properties=_struct(self._azure.nsg(where)), inputs=_struct(path)
-            )
+        if "securityRuleName" not in path:  # an NSG (`NetworkSecurityGroup.get`)
+            try:
+                found = self._azure.nsg(where)
+            except AzureRefusal:  # a 404: gone
+                return provider_pb2.ReadResponse()
+            return provider_pb2.ReadResponse(id=request.id, properties=_struct(found), inputs=_struct(path))
         stored = self._azure.rule(where, path["securityRuleName"])
         if stored is None:
             return provider_pb2.ReadResponse()
@@ -572,7 +599,10 @@ class FakeAzureNative(provider_pb2_grpc.ResourceProviderServicer):
             missing = [k for k in ("resourceGroupName", "networkSecurityGroupName") if not args.get(k)]
             if missing:
                 context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{GET_NSG}: missing required {', '.join(missing)}")
-            result = self._azure.nsg(_where(args))
+            try:
+                result = self._azure.nsg(_where(args))
+            except AzureRefusal as refusal:
+                context.abort(grpc.StatusCode.UNKNOWN, str(refusal))
         else:
             context.abort(grpc.StatusCode.UNIMPLEMENTED, f"the fake azure-native has no function {request.tok}")
         response = provider_pb2.InvokeResponse()

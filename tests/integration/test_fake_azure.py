@@ -147,6 +147,21 @@ def test_read_answers_a_rule_and_an_nsg_by_id_and_nothing_for_a_gone_rule(engine
     assert engine.read(arm_id)["id"] == ""
 
 
+def test_a_removed_nsg_cannot_be_read_nor_written(engine: Engine, azure: FakeAzure) -> None:
+    engine.create("gw-a", priority=1000)
+    azure.remove_nsg(RG, NSG)
+    with pytest.raises(grpc.RpcError) as failed:
+        engine.get_nsg()
+    assert failed.value.details() == (
+        f'Status=404 Code="ResourceNotFound" Message="The Resource \'Microsoft.Network/networkSecurityGroups/{NSG}\' '
+        f"under resource group '{RG}' was not found. For more details please go to https://aka.ms/ARMResourceNotFoundFix\""
+    )
+    assert engine.read(nsg_id(SUBSCRIPTION, RG, NSG))["id"] == ""
+    assert engine.read(rule_id(SUBSCRIPTION, RG, NSG, "gw-a"))["id"] == ""  # its rules went with it
+    assert engine.refusal("create", "gw-b", priority=1001).startswith('Status=404 Code="ParentResourceNotFound"')
+    assert engine.get_nsg("nsg-other")["securityRules"] == []
+
+
 def test_writes_are_counted_per_nsg_by_outcome(engine: Engine, azure: FakeAzure) -> None:
     engine.create("gw-a", priority=1000)
     engine.create("gw-b", priority=1001)

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final, Literal, TextIO
 
+from ssh_gateway.ops.exit_codes import ExitCode
+
 from .lease import LastUp, LeaseLost, StackLease
 
 __all__ = [
@@ -42,8 +44,6 @@ MAX_DELAY_SECONDS: Final = 5.0
 """The longest a change waits for quiet before its `up` starts anyway."""
 RESYNC_SECONDS: Final = 600.0
 """A pass at least this often with no change at all (level-based: a missed event costs at most one period)."""
-CANNOT_RUN: Final = 2
-"""The code of a step that could not be started (as `ssh-gateway up`'s own for "cannot run")."""
 CLOCK_MARGIN: Final = 2.0
 """Seconds by which another replica's `up` must have started after a change to cover it: two pods' clocks,
 kept by NTP, differ by far less."""
@@ -147,7 +147,8 @@ class StackWorker:
         renewing = threading.Event()
         if lease is not None:
             lease.hold(renewing, lambda why: self._log("lease-lost", stack=self.stack, error=why))
-        started, code = time.time(), CANNOT_RUN
+        started = time.time()
+        code: int = ExitCode.CANNOT_RUN  # what the lease records if the step raised
         try:
             code = self._heal_and_up(reasons)
         finally:
@@ -177,7 +178,7 @@ class StackWorker:
             return self._run_step(action, self.stack)
         except OSError as exc:  # it could not even start (no python, no pulumi): a failure, healed next time
             self._log("step-error", stack=self.stack, action=action, error=f"{type(exc).__name__}: {exc}")
-            return CANNOT_RUN
+            return ExitCode.CANNOT_RUN
 
     def _wait(self, stop: threading.Event, resync_at: float, expiry_at: float | None) -> tuple[list[str], float]:
         """Blocks until a pass is due; its reasons and since when (seconds since the epoch) they wait."""

@@ -10,7 +10,7 @@ from pangolin_emulator.errors import ApiError, not_found
 from pangolin_emulator.keys import secret_matches, split_token
 from pangolin_emulator.store import Row, Store
 
-__all__ = ["NO_ROOT_ACCESS", "ORG_ACTIONS", "ROOT_ACTIONS", "Access", "authenticate", "authorise"]
+__all__ = ["ORG_ACTIONS", "ROOT_ACTIONS", "Access", "authenticate", "authorise"]
 
 ORG_ACTIONS = (
     "createResource", "getResource", "listResources", "updateResource", "deleteResource",

@@ -29,7 +29,6 @@ from dataclasses import asdict, dataclass
 __all__ = [
     "AFTER_HANDLER_KINDS",
     "DEFAULT_FAULT_KINDS",
-    "FAULT_KINDS",
     "LATENCY_KINDS",
     "FaultConfig",
     "FaultInjector",

@@ -7,7 +7,7 @@ import re
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-__all__ = ["DEFAULT_PAGE_SIZE", "limit_offset_window", "page_window", "search_filter"]
+__all__ = ["limit_offset_window", "page_window", "search_filter"]
 
 T = TypeVar("T")
 DEFAULT_PAGE_SIZE = 20

@@ -13,7 +13,7 @@ from pangolin_emulator.auth import Access
 from pangolin_emulator.context import Context, Reply
 from pangolin_emulator.versions import Features
 
-__all__ = ["HEALTH_ROUTE", "PublicRoute", "Route", "Router"]
+__all__ = ["HEALTH_ROUTE", "Route", "Router"]
 
 Handler = Callable[[Context], Reply]
 HEALTH_ROUTE = "GET /v1/"

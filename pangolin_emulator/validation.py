@@ -28,9 +28,7 @@ __all__ = [
     "Obj",
     "Schema",
     "Str",
-    "Undefined",
     "invalid",
-    "validation_error",
 ]
 
 Path = tuple[str | int, ...]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["MAX_VERSION", "MIN_VERSION", "Features", "parse_version"]
+__all__ = ["Features", "parse_version"]
 
 Version = tuple[int, int, int]
 

@@ -35,8 +35,6 @@ if TYPE_CHECKING:
     from azure.storage.blob import ContainerClient
 
 __all__ = [
-    "ACCOUNT",
-    "ACCOUNT_KEY",
     "Azurite",
     "AzuriteError",
     "main",

@@ -57,16 +57,12 @@ from ssh_gateway.plumbing.toolchain import toolchain_binary
 from .log_excerpt import log_excerpt
 
 __all__ = [
-    "GATEWAY_SERVER_PORT",
-    "HELPER_KEY",
-    "WEB_VIRTUAL_HOST",
     "EnvoyError",
     "EnvoyGateway",
     "EnvoyProcess",
     "StandaloneEnvoyProcess",
     "admin_get",
     "apply_istio_patches",
-    "blackhole_virtual_host",
     "detached_envoy_pid",
     "envoy_binary",
     "free_port",

@@ -18,7 +18,7 @@ from ssh_gateway.plumbing.toolchain import toolchain_file
 
 from .control_plane import ControlPlane, ControlPlaneError
 
-__all__ = ["ISTIO_CRDS_KEY", "install_istio_crds", "istio_crds_file"]
+__all__ = ["install_istio_crds", "istio_crds_file"]
 
 ISTIO_CRDS_KEY = "SSH_GATEWAY_ISTIO_CRDS"
 """The .toolchain.env key of Istio's CRDs file."""

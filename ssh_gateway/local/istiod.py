@@ -65,9 +65,6 @@ from .envoy import EnvoyError, EnvoyProcess, admin_get
 from .log_excerpt import log_excerpt
 
 __all__ = [
-    "CLUSTER_ID",
-    "ISTIOD_ENV",
-    "PILOT_DISCOVERY_KEY",
     "Istiod",
     "IstiodError",
     "XdsGateway",
@@ -75,7 +72,6 @@ __all__ = [
     "delete_object",
     "ensure_namespace",
     "gateway_service",
-    "pilot_discovery",
     "workload_entry",
 ]
 

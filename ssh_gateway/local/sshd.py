@@ -28,7 +28,6 @@ __all__ = [
     "LocalSshd",
     "SshdError",
     "ensure_client_keypair",
-    "find_sshd",
     "login_user",
     "wait_for_port",
 ]

@@ -33,14 +33,10 @@ from ssh_gateway.plumbing.toolchain import toolchain_binary
 from .log_excerpt import log_excerpt
 
 __all__ = [
-    "TRAEFIK_KEY",
     "TraefikError",
     "TraefikProcess",
     "detached_traefik_pid",
-    "loopback_entry_points",
-    "static_configuration",
     "stop_detached_traefik",
-    "traefik_binary",
 ]
 
 TRAEFIK_KEY = "SSH_GATEWAY_TRAEFIK"

@@ -36,7 +36,7 @@ from .errors import PangolinConflict
 from .org import org_view
 from .policy import DEFAULT_POLICY, HttpPolicy
 
-__all__ = ["CHECK_ID", "CONNECT_KEY", "PortCheckProvider"]
+__all__ = ["CONNECT_KEY", "PortCheckProvider"]
 
 CHECK_ID: Final = "port-check"
 _KEYS: Final = ("apiUrl", "orgId", "ownerPrefix", "ports")

@@ -51,7 +51,7 @@ from .ledger import OrgLedger, OrgLedgers
 from .models import Protocol, Resource, Target
 from .policy import DEFAULT_POLICY, HttpPolicy
 
-__all__ = ["INPUT_KEYS", "PangolinTcpProvider", "TcpInputs"]
+__all__ = ["PangolinTcpProvider"]
 
 
 # --- inputs ----------------------------------------------------------------------------------

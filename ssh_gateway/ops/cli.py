@@ -22,11 +22,12 @@ from typing import Final
 
 from ssh_gateway.plumbing.toolchain import ToolchainMissing
 
-from . import gateway_config, host_identity_files, recover, shards, up
+from . import gateway_config, host_identity_files, shards, up
 from .command import Command, Handler, exit_codes, say_error
 from .commands import demo, doctor, drift_check, instances, local_backend, local_cluster, preview_summary, ssh_config
 from .exit_codes import EXIT_CODES, ExitCode
 from .reconcile import COMMAND as RECONCILE
+from .recovery import recover
 
 __all__ = ["COMMANDS", "build_parser", "main"]
 

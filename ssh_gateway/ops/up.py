@@ -31,9 +31,9 @@ from typing import Any, Final
 from ssh_gateway.plumbing.pulumi_cli import PulumiFailed, run_pulumi
 from ssh_gateway.plumbing.toolchain import REPO, ToolchainMissing, pulumi_env
 
-from .adopt import planned_creates, skip_checkpoints_is_recoverable
 from .command import Command
 from .exit_codes import ExitCode
+from .recovery.adopt import planned_creates, skip_checkpoints_is_recoverable
 
 __all__ = [
     "COMMAND",

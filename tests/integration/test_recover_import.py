@@ -29,7 +29,7 @@ from pulumi import automation as auto
 from pangolin_emulator.harness import EmulatorHandle
 from ssh_gateway.core.names import NSG_RULE_TYPE, SECRET_TYPE, SERVICE_TYPE
 from ssh_gateway.local.control_plane import ControlPlane
-from ssh_gateway.ops.state_backend import stack_state
+from ssh_gateway.ops.recovery.state_backend import stack_state
 from ssh_gateway.ops.up import SKIP_CHECKPOINTS
 from ssh_gateway.plumbing.toolchain import REPO, pulumi_env
 

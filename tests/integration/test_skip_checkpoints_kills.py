@@ -2,7 +2,7 @@
 
 A first `up` skips its checkpoints (ssh_gateway/ops/up.py), which is safe only if a killed one is healed by
 `recover` and the next `up`: the Pangolin resources adopted by name by their provider, the NSG rules imported by
-`recover` (ssh_gateway/ops/adopt.py), the Services and host-key Secrets too. Each trial is a fresh stack of 60
+`recover` (ssh_gateway/ops/recovery/adopt.py), the Services and host-key Secrets too. Each trial is a fresh stack of 60
 instances, every tenth a Kubernetes one (a ClusterIP Service and a host-key Secret on the real kube-apiserver),
 the rest static, each with an NSG rule in the Azure stand-in (fake_azure.py), through the real CLI and the
 emulator; the procedure is skip_checkpoints_kill.py, which the benchmark's kill row runs too (static only, 300).

@@ -132,7 +132,7 @@ def test_recover_is_by_hand_in_the_stacks_concurrency_group_then_ups_it() -> Non
     # The group of the stack's up (up-stack.yml), so a recover never runs beside an up of its stack.
     assert job["concurrency"] == workflow("up-stack.yml")["jobs"]["up"]["concurrency"]
     assert job["environment"] == "${{ needs.stack.outputs.environment }}"
-    # recover reads the lock blobs with a SAS token, not the OIDC login (ssh_gateway/ops/azblob_backend.py).
+    # recover reads the lock blobs with a SAS token, not the OIDC login (ssh_gateway/ops/recovery/azblob_backend.py).
     assert job["env"]["AZURE_STORAGE_SAS_TOKEN"] == "${{ secrets.AZURE_STORAGE_SAS_TOKEN }}"  # noqa: S105
     [cancel] = [s for s in job["steps"] if "pulumi cancel" in str(s.get("run", ""))]
     assert cancel["if"] == "inputs.cancel-lock"

@@ -1,4 +1,4 @@
-"""`ssh_gateway.ops.adopt` without a CLI: what it reads from a preview, the ids and marks it checks, the import
+"""`ssh_gateway.ops.recovery.adopt` without a CLI: what it reads from a preview, the ids and marks it checks, the import
 file and the state scaffolding it writes, and the port table's adoption by name."""
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from ssh_gateway.core.names import (
     STACK_MARK,
     stack_marked,
 )
-from ssh_gateway.ops import adopt
+from ssh_gateway.ops.recovery import adopt
 from ssh_gateway.plumbing.pulumi_cli import revealed
 
 pytestmark = pytest.mark.unit

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from ssh_gateway.core.shards import DeployedStack, ShardsError, deployed_stacks, environment_of
-from ssh_gateway.ops.azblob_backend import AzblobError, azblob_stack
-from ssh_gateway.ops.stack_lock import read_lock
+from ssh_gateway.ops.recovery.azblob_backend import AzblobError, azblob_stack
+from ssh_gateway.ops.recovery.stack_lock import read_lock
 from ssh_gateway.plumbing.toolchain import REPO
 
 pytestmark = pytest.mark.unit

@@ -3,7 +3,7 @@
 Layout (the diy backend's, in the container instead of a directory):
 
     .pulumi/stacks/<project>/<stack>.json                          the checkpoint
-    .pulumi/locks/organization/<project>/<stack>/<uuid>.json       a lock (ssh_gateway/ops/stack_lock.py)
+    .pulumi/locks/organization/<project>/<stack>/<uuid>.json       a lock (ssh_gateway/ops/recovery/stack_lock.py)
 
 The URL and the credentials are read as the CLI reads them (gocloud.dev's azureblob driver): the container is the
 URL's host; `storage_account`, `domain`, `protocol`, `localemu` and `cdn` in its query override

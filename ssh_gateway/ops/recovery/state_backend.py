@@ -1,8 +1,8 @@
 """One seam for the tools that must look past the pulumi CLI at a stack's backend: its locks, and whether it exists.
 
 `stack_state(PULUMI_BACKEND_URL, project, stack, env)` gives the file backend's `StackFiles`
-(ssh_gateway/ops/file_backend.py, which also repairs files a kill can break there) or the Azure Blob backend's
-`AzblobStack` (ssh_gateway/ops/azblob_backend.py), both a `StackState`; None for a backend that locks on its
+(ssh_gateway/ops/recovery/file_backend.py, which also repairs files a kill can break there) or the Azure Blob backend's
+`AzblobStack` (ssh_gateway/ops/recovery/azblob_backend.py), both a `StackState`; None for a backend that locks on its
 server (Pulumi Cloud: `pulumi cancel`) or one this project does not read (S3). An Azure Blob backend that cannot
 be reached or read raises `AzblobError`.
 """

@@ -1,8 +1,8 @@
-"""`python -m ssh_gateway.ops.recover --stack S [--json]`: make a stack whose `pulumi up` was killed usable again.
+"""`ssh-gateway recover --stack S [--json]`: make a stack whose `pulumi up` was killed usable again.
 
 What a killed `up` leaves, and what this command does about each, in this order:
 
-1. **A stale lock** (file and Azure Blob backends: ssh_gateway/ops/state_backend.py): `the stack is currently
+1. **A stale lock** (file and Azure Blob backends: ssh_gateway/ops/recovery/state_backend.py): `the stack is currently
    locked by 1 lock(s)`. The lock (a file, or a blob on Azure) names the pid and host of the `pulumi` process that
    took it. If that process is gone (or the pid now belongs to a process that started after the lock was taken),
    the lock is removed. If it is alive, or the lock is another host's and cannot be checked from here, nothing at
@@ -58,18 +58,18 @@ from typing import TYPE_CHECKING, Any, Final
 import yaml
 
 from ssh_gateway.core.names import PANGOLIN_TYPE
+from ssh_gateway.ops.command import Command
+from ssh_gateway.ops.exit_codes import ExitCode
 from ssh_gateway.plumbing.pulumi_cli import PulumiFailed, run_pulumi
 from ssh_gateway.plumbing.toolchain import REPO, ToolchainMissing, pulumi_env
 
 from .adopt import ADOPTABLE_TYPES, AdoptError, Adoption, adopt
-from .command import Command
-from .exit_codes import ExitCode
 from .file_backend import StackFiles
 from .stack_lock import holder_state
 from .state_backend import AzblobError, StackState, stack_state
 
 if TYPE_CHECKING:
-    from .pangolin_api import Resource
+    from ssh_gateway.ops.pangolin_api import Resource
 
 __all__ = ["COMMAND", "Report", "main", "recover"]
 
@@ -233,7 +233,7 @@ def _settle_pangolin_creates(
     creates: list[dict[str, Any]],
     report: Report,
 ) -> None:
-    from .pangolin_api import PangolinClient, PangolinError
+    from ssh_gateway.ops.pangolin_api import PangolinClient, PangolinError
 
     key = _api_key(stack, work_dir, env)
     resources: list[dict[str, Any]] = deployment["resources"]
@@ -294,7 +294,7 @@ def _can_hold(resource: dict[str, Any], in_state: set[str]) -> bool:
 
 def _adopted(resource: dict[str, Any], resource_id: int, key: str) -> dict[str, Any]:
     """The state entry of a pending create whose resource Pangolin has: outputs as the provider reads them."""
-    from .pangolin_api import read_resource_outputs
+    from ssh_gateway.ops.pangolin_api import read_resource_outputs
 
     inputs: dict[str, Any] = resource["inputs"]
     outputs = {**read_resource_outputs(resource_id, inputs, key), "__provider": inputs.get("__provider")}
@@ -392,8 +392,8 @@ COMMAND: Final = Command(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """`python -m ssh_gateway.ops.recover`; returns the exit code."""
-    return COMMAND.main(argv, prog="python -m ssh_gateway.ops.recover")
+    """`python -m ssh_gateway.ops.recovery.recover`; returns the exit code."""
+    return COMMAND.main(argv, prog="python -m ssh_gateway.ops.recovery.recover")
 
 
 if __name__ == "__main__":

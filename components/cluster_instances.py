@@ -24,9 +24,11 @@ from ssh_gateway.core.names import (
     MANAGED_BY_LABEL,
     STACK_LABEL,
     STATUS_RESOURCE_NAME,
+    owner_prefix,
     stack_label,
     status_config_map_name,
 )
+from ssh_gateway.core.org import OrgView
 from ssh_gateway.core.settings import Settings
 from ssh_gateway.kube import KubeError, api_client, list_selected, read_status, read_statuses
 
@@ -38,7 +40,7 @@ _LABEL_VALUE: Final = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?
 _SUBDOMAIN: Final = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 
 
-def read_discovered(settings: Settings, *, project: str, stack: str) -> Outcome | None:
+def read_discovered(settings: Settings, org: OrgView, *, project: str, stack: str) -> Outcome | None:
     """The discovered instances of this run (None for a stack without `ssh-gateway:discovery`), from complete
     reads of the cluster; a `RunError` when any read fails or the status holds what this program never wrote."""
     section = settings.discovery
@@ -57,6 +59,8 @@ def read_discovered(settings: Settings, *, project: str, stack: str) -> Outcome 
     except (KubeError, StatusError) as exc:
         raise pulumi.RunError(f"ssh-gateway:discovery: {exc}; nothing was changed") from None
     own = stack_label(project, stack)
+    port_range = settings.ports.range
+    held = org.held_in(port_range) if port_range is not None else {}
     return discover(
         listing=listing,
         memory=memory,
@@ -64,6 +68,8 @@ def read_discovered(settings: Settings, *, project: str, stack: str) -> Outcome 
         settings=settings,
         stack=own,
         now=datetime.now(UTC),
+        bound={port: [b.name for b in bindings] for port, bindings in held.items()},
+        own_prefix=owner_prefix(project, stack),
     )
 
 

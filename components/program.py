@@ -112,7 +112,7 @@ def run(*, project: str, stack: str) -> None:
         settings = load_settings()
         org = read_pangolin_org(settings)
         check_connect_port(settings, org, project=project, stack=stack)
-        discovered = read_discovered(settings, project=project, stack=stack)
+        discovered = read_discovered(settings, org, project=project, stack=stack)
     except pulumi.RunError as problem:
         pulumi.log.error(str(problem))  # synchronous: sent before the exit below
         sys.exit(_ALREADY_SHOWN)

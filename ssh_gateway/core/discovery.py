@@ -304,6 +304,8 @@ class _Run:
     others: Sequence[Selection]
     stack: str
     now: datetime
+    bound: Mapping[int, Sequence[str]]
+    own_prefix: str
     refusals: list[Refusal] = field(default_factory=list)
     found: dict[str, Found] = field(default_factory=dict)
 
@@ -321,12 +323,26 @@ def discover(
     settings: Settings,
     stack: str,
     now: datetime,
+    bound: Mapping[int, Sequence[str]] | None = None,
+    own_prefix: str = "",
 ) -> Outcome:
-    """The discovered instances of this run, from a complete listing (see the module's docstring)."""
+    """The discovered instances of this run, from a complete listing (see the module's docstring). `bound`: the
+    org's Pangolin resources by the port they bind (names), `own_prefix` this stack's prefix of them: a pinned
+    port another resource binds is refused here, where it stops one object, not in the allocator, where it
+    would stop the run."""
     section = settings.discovery
     if section is None:
         raise ValueError("the stack has no ssh-gateway:discovery")
-    run = _Run(settings=settings, section=section, memory=memory, others=others, stack=stack, now=now)
+    run = _Run(
+        settings=settings,
+        section=section,
+        memory=memory,
+        others=others,
+        stack=stack,
+        now=now,
+        bound=bound or {},
+        own_prefix=own_prefix,
+    )
     configured = {i.name for i in settings.instances}
     objects = sorted(listing.objects, key=lambda o: (o.namespace, o.name))
     named: dict[str, list[ClusterObject]] = {}
@@ -561,6 +577,9 @@ def _stack_problem(run: _Run, inst: Instance, pins: Mapping[int, str]) -> tuple[
                 return ("is in ssh-gateway:ports.reserved", key, value)
             if inst.port in pins:
                 return (f"is pinned by instance {pins[inst.port]!r} already", key, value)
+            holders = [n for n in run.bound.get(inst.port, ()) if n != f"{run.own_prefix}{inst.name}"]
+            if holders:
+                return (f"is bound by Pangolin resource {holders[0]!r} already: pin a free port", key, value)
     if inst.host_key is not None and "host_key_generation" in inst.model_fields_set:
         return (
             "a pinned hostKey is issued no host key to rotate: drop one of the two",

@@ -294,6 +294,26 @@ def test_a_pin_taken_by_another_instance_is_refused() -> None:
     ]
 
 
+def test_a_pin_another_pangolin_resource_binds_is_refused_but_its_own_is_kept() -> None:
+    listing = Listing(objects=(pod("alice", port="40005"), pod("bob", port="40006")), resource_versions={})
+    bound = {40005: ["team-b/postgres"], 40006: ["ssh-gateway/dev/bob"]}
+    outcome = discover(
+        listing=listing,
+        memory={},
+        others=[],
+        settings=stack(),
+        stack=STACK,
+        now=NOW,
+        bound=bound,
+        own_prefix="ssh-gateway/dev/",
+    )
+    assert [f.instance.name for f in outcome.instances] == ["bob"]
+    assert outcome.refusals[0].line == (
+        "pod gpu-users/alice-0: ssh-gateway.io/port = \"40005\": is bound by Pangolin resource 'team-b/postgres' "
+        "already: pin a free port"
+    )
+
+
 def test_connect_routing_needs_the_stacks_connect_entry() -> None:
     outcome = run(stack(), pod("alice", routing="connect"))
     assert outcome.refusals[0].line == (

@@ -19,7 +19,7 @@ import pulumi_kubernetes as k8s
 from ssh_gateway.core.derived_identity import DerivedIdentity, derive_identity, derived_host_key
 from ssh_gateway.core.host_identity import secret_files
 from ssh_gateway.core.issued_identity import IssuedIdentity
-from ssh_gateway.core.names import Role, child_name, host_key_secret_name
+from ssh_gateway.core.names import INSTANCE_LABEL, MANAGED_BY, MANAGED_BY_LABEL, Role, child_name, host_key_secret_name
 from ssh_gateway.core.trust import plain_line
 
 from .kubernetes_objects import ownership_annotations
@@ -113,7 +113,7 @@ def _create_secret(
         metadata=k8s.meta.v1.ObjectMetaArgs(
             name=host_key_secret_name(instance),
             namespace=place.namespace,
-            labels={"app.kubernetes.io/managed-by": "ssh-gateway", "ssh-gateway/instance": instance},
+            labels={MANAGED_BY_LABEL: MANAGED_BY, INSTANCE_LABEL: instance},
             annotations=ownership_annotations(skip_await=place.skip_await),
         ),
         type="Opaque",

@@ -14,7 +14,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from ssh_gateway.core.connect import SSH_PORT
-from ssh_gateway.core.names import STACK_MARK, stack_mark
+from ssh_gateway.core.names import INSTANCE_LABEL, MANAGED_BY, MANAGED_BY_LABEL, STACK_MARK, stack_mark
 from ssh_gateway.core.targets import SKIP_AWAIT_ANNOTATIONS, ServiceSpec
 
 __all__ = ["istio_object", "ownership_annotations", "ssh_service"]
@@ -36,7 +36,7 @@ def ssh_service(
         metadata=k8s.meta.v1.ObjectMetaArgs(
             name=spec.name,
             namespace=spec.namespace,
-            labels={"app.kubernetes.io/managed-by": "ssh-gateway", "ssh-gateway/instance": instance},
+            labels={MANAGED_BY_LABEL: MANAGED_BY, INSTANCE_LABEL: instance},
             annotations=ownership_annotations(skip_await=spec.skip_await),
         ),
         spec=k8s.core.v1.ServiceSpecArgs(

@@ -71,7 +71,7 @@ from typing import Any
 import yaml
 
 from .addresses import check_dns_label, check_dns_name
-from .names import service_name
+from .names import INSTANCE_LABEL, MANAGED_BY, MANAGED_BY_LABEL, service_name
 from .ports import PORT_MAX, PORT_MIN, is_port
 from .targets import StaticTarget, cluster_dns_name
 
@@ -123,7 +123,6 @@ HCM_TYPE = "type.googleapis.com/envoy.extensions.filters.network.http_connection
 ROUTER_FILTER = "envoy.filters.http.router"
 ROUTER_TYPE = "type.googleapis.com/envoy.extensions.filters.http.router.v3.Router"
 ENVOY_FILTER_API = "networking.istio.io/v1alpha3"
-MANAGED_BY = {"app.kubernetes.io/managed-by": "ssh-gateway"}
 GATEWAY_FILTER_NAME = "ssh-gateway-connect"
 """The gateway EnvoyFilter's name: one per gateway on purpose. A second stack on the same gateway fails to create
 it (it exists) instead of turning CONNECT on twice, which Envoy refuses (`multiple upgrade configs with the same
@@ -262,7 +261,7 @@ def _istio_object(
     api_version: str, kind: str, name: str, gateway: ConnectGateway, spec: dict[str, Any], extra: Mapping[str, str]
 ) -> dict[str, Any]:
     """An Istio object in the gateway's namespace, labelled as ours, with the gateway's and the `extra` labels."""
-    labels = {**MANAGED_BY, **gateway.labels, **extra}
+    labels = {MANAGED_BY_LABEL: MANAGED_BY, **gateway.labels, **extra}
     return {
         "apiVersion": api_version,
         "kind": kind,
@@ -346,7 +345,7 @@ def instance_route_filter(gateway: ConnectGateway, instance: ConnectInstance) ->
         "match": {"context": "GATEWAY", "routeConfiguration": {"name": gateway_route_name(gateway.listener_port)}},
         "patch": {"operation": "ADD", "value": connect_virtual_host(instance)},
     }
-    return _envoy_filter(instance_filter_name(instance), gateway, patch, {"ssh-gateway/instance": instance.name})
+    return _envoy_filter(instance_filter_name(instance), gateway, patch, {INSTANCE_LABEL: instance.name})
 
 
 def connect_manifests(gateway: ConnectGateway, instances: Iterable[ConnectInstance]) -> list[dict[str, Any]]:

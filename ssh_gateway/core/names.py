@@ -34,6 +34,7 @@ __all__ = [
     "HOST_KEY_ROOT_NAME",
     "HOST_KEY_ROOT_TYPE",
     "HOST_KEY_TYPE",
+    "INSTANCE_LABEL",
     "INSTANCE_PLACEHOLDER",
     "INSTANCE_TYPES",
     "ISTIO_GATEWAY_TYPE",
@@ -345,6 +346,8 @@ def discovery_annotation(key: str) -> str:
 MANAGED_BY_LABEL: Final = "app.kubernetes.io/managed-by"
 MANAGED_BY: Final = "ssh-gateway"
 """The value of `MANAGED_BY_LABEL` on the objects the program makes."""
+INSTANCE_LABEL: Final = "ssh-gateway/instance"
+"""The label naming the instance an object the program makes is for (its Service, Secret and EnvoyFilter)."""
 
 STACK_LABEL: Final = f"{DISCOVERY_PREFIX}stack"
 """The label of a stack's status ConfigMap holding `stack_label`: how stacks find each other's selections."""

@@ -210,3 +210,21 @@ def test_a_listing_that_is_forbidden_or_fails_changes_nothing(
         assert writes(emulator) == [] and emulator.state() == before
     stack.set_config("ssh-gateway:kubernetes", auto.ConfigValue(json.dumps(admin)))
     assert sorted(stack.up().outputs["endpoints"].value) == ["dave"]
+
+
+def test_an_object_two_stacks_select_is_refused_by_both_naming_the_stacks(
+    kube: ControlPlane, kube_namespace: str, emulator: EmulatorHandle, make_stack: StackFactory
+) -> None:
+    ns = kube_namespace
+    create(kube, ns, "services", platform_service("erin", 30221))
+    first = make_stack(config(emulator, kube, ns, gracePeriod=0))
+    assert sorted(first.up().outputs["endpoints"].value) == ["erin"]  # alone, it takes the Service
+    second = make_stack(config(emulator, kube, ns, gracePeriod=0))
+    assert second.up().outputs["endpoints"].value == {}  # it sees the first's selection: refused
+    assert first.up().outputs["endpoints"].value == {}  # and now the first sees the second's
+    stacks = sorted(f"ssh-gateway.{s.name}" for s in (first, second))
+    for stack in (first, second):
+        line = status(kube, ns, stack)[f"refused.{ns}.ssh-erin.json"]["error"]
+        assert line.startswith(f"service {ns}/ssh-erin: selected by stacks "), line
+        assert all(name in line for name in stacks), line
+    assert emulator.state()["resources"] == []

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from ssh_gateway.core.connect import ConnectGateway
 from ssh_gateway.core.names import DiscoverFrom
 from ssh_gateway.core.settings import Discovery, NodePortInstance, parse_settings
 from ssh_gateway.core.targets import StaticTarget
@@ -116,3 +117,15 @@ def test_an_instance_namespace_moves_its_service_and_secret_and_defaults_to_the_
     # A static target delivers its host-key Secret only where it names a namespace.
     assert not settings.delivers_secret(c) and settings.delivers_secret(d)
     assert settings.namespace_of(d) == "team-d"
+
+
+def test_a_created_istio_gateway_serves_the_namespaces_discovery_selects_in() -> None:
+    connect = {"gateway": {"createGateway": True}, "public": {"port": 40443}}
+    alone = parse_settings(raw(kubernetes={"namespace": "ssh"}, connect=connect))
+    with_discovery = parse_settings(raw(kubernetes={"namespace": "ssh"}, connect=connect, discovery=discovery()))
+    hosts = []
+    for settings in (alone, with_discovery):
+        gateway = settings.connect_gateway()
+        assert isinstance(gateway, ConnectGateway) and gateway.server is not None
+        hosts.append(gateway.server.hosts)
+    assert hosts == [("*.ssh.svc.cluster.local",), ("*.ssh.svc.cluster.local", "*.gpu-users.svc.cluster.local")]

@@ -229,7 +229,10 @@ class Settings(StrictModel):
 
     def connect_gateway(self) -> ConnectGateway | StandaloneEnvoy:
         """The gateway of the CONNECT entry (`translate.connect_gateway`)."""
-        return translate.connect_gateway(self._connect(), self.kubernetes)
+        # Discovery's namespaces, not its instances': the Gateway stays the same as instances come and go.
+        own = {i.namespace for i in self.instances if isinstance(i, ConnectModeInstance) and i.namespace}
+        discovered = set(self.discovery.namespaces) if self.discovery is not None else set()
+        return translate.connect_gateway(self._connect(), self.kubernetes, own | discovered)
 
     def connect_instance(self, inst: ConnectModeInstance) -> ConnectInstance:
         """The instance as the gateway routes to it (`translate.connect_instance`)."""

@@ -73,9 +73,12 @@ def target_of(inst: PortModeInstance, kube: Kubernetes) -> Target:
     return NodePortTarget(service=service, node_ip=kube.node_ip, node_port=inst.node_port)
 
 
-def connect_gateway(connect: Connect, kube: Kubernetes) -> ConnectGateway | StandaloneEnvoy:
+def connect_gateway(
+    connect: Connect, kube: Kubernetes, namespaces: Iterable[str] = ()
+) -> ConnectGateway | StandaloneEnvoy:
     """The gateway of the CONNECT entry: the Istio gateway the EnvoyFilters select and match, or the
-    standalone Envoy whose whole config the stack outputs."""
+    standalone Envoy whose whole config the stack outputs. A Gateway the stack creates serves the Services of
+    the stack's namespace and of `namespaces` (instances' own: the file's, and those discovery selects in)."""
     gw = connect.gateway
     if isinstance(gw, EnvoyGatewaySettings):
         return StandaloneEnvoy(
@@ -84,7 +87,9 @@ def connect_gateway(connect: Connect, kube: Kubernetes) -> ConnectGateway | Stan
             accept_http10=connect.accept_http10,
             stream_idle_timeout=gw.idle_timeout,
         )
-    server = GatewayServer(port=gw.service_port, hosts=namespace_hosts(kube.namespace, kube.cluster_domain))
+    served = [kube.namespace, *sorted(set(namespaces) - {kube.namespace})]
+    hosts = tuple(h for ns in served for h in namespace_hosts(ns, kube.cluster_domain))
+    server = GatewayServer(port=gw.service_port, hosts=hosts)
     return ConnectGateway(
         selector=dict(gw.selector),
         listener_port=gw.listener_port,

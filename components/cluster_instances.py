@@ -30,7 +30,6 @@ from ssh_gateway.core.names import (
 )
 from ssh_gateway.core.org import OrgView
 from ssh_gateway.core.settings import Settings
-from ssh_gateway.kube import KubeError, api_client, list_selected, read_status, read_statuses
 
 from .kubernetes_objects import ownership_annotations
 
@@ -47,6 +46,10 @@ def read_discovered(settings: Settings, org: OrgView, *, project: str, stack: st
     if section is None:
         return None
     _check_names(project, stack)
+    # Imported here: the kubernetes client takes 1.5-2 s to import (every API and model of it), which no run of a
+    # stack without discovery should pay, neither its preview nor its up.
+    from ssh_gateway.kube import KubeError, api_client, list_selected, read_status, read_statuses
+
     kube = settings.kubernetes
     namespace, name = settings.status_namespace, status_config_map_name(stack)
     try:

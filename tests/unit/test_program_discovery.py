@@ -5,6 +5,8 @@ owned), and the status ConfigMap records each endpoint once the instances exist.
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from datetime import UTC, datetime
 from typing import Any
 
@@ -17,6 +19,7 @@ from ssh_gateway.core.discovery import Outcome, discover
 from ssh_gateway.core.names import CONFIG_MAP_TYPE, SECRET_TYPE, SERVICE_TYPE, DiscoverFrom
 from ssh_gateway.core.org import OrgView
 from ssh_gateway.core.settings import Settings
+from ssh_gateway.plumbing.toolchain import REPO
 
 from .conftest import RecordingMocks
 from .test_program import settings as program_settings
@@ -106,3 +109,10 @@ def test_a_platform_service_is_the_target_and_the_stack_makes_no_service(mocks: 
 def test_a_stack_without_discovery_registers_no_status(mocks: RecordingMocks) -> None:
     run_program(program_settings(), None)
     assert mocks.of_type(CONFIG_MAP_TYPE) == []
+
+
+def test_a_stack_without_discovery_does_not_import_the_kubernetes_client() -> None:
+    # It takes 1.5-2 s to import (every API and model), paid twice per `ssh-gateway up` (preview and up).
+    probe = "import sys, components.program; print('kubernetes' in sys.modules)"
+    found = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=REPO)
+    assert found.stdout.strip() == "False", found.stderr

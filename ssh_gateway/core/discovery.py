@@ -397,19 +397,31 @@ def _instance_name(run: _Run, obj: ClusterObject) -> str | None:
 
 
 def _owner(run: _Run, name: str, claimants: list[ClusterObject]) -> ClusterObject | None:
-    """The one object an instance name belongs to: the only claimant, or the one the memory has under it; the
-    others are refused (a newcomer never takes an instance, its port and its key, from another object)."""
-    if len(claimants) == 1:
-        return claimants[0]
+    """The one object an instance name belongs to; the others are refused. A name the stack already serves stays
+    in its object's namespace: the same object, else the one other object there (a Deployment's new pod);
+    an object of another namespace never takes it, its port and its host key, even while the instance's own
+    object is gone within its grace period. A new name: its only claimant, or none when several claim it."""
     known = run.memory.get(name)
     owner = None
-    if known is not None:
-        owner = next((o for o in claimants if (o.namespace, o.name) == (known.namespace, known.object_name)), None)
+    if known is None:
+        owner = claimants[0] if len(claimants) == 1 else None
+    else:
+        exact = [o for o in claimants if (o.namespace, o.name) == (known.namespace, known.object_name)]
+        same = [o for o in claimants if o.namespace == known.namespace]
+        owner = exact[0] if exact else (same[0] if len(same) == 1 else None)
     for obj in claimants:
         if obj is owner:
             continue
-        others = ", ".join(o.ref for o in claimants if o is not obj)
-        run.refuse(obj, f"instance name {name!r} is also that of {others}: give each object a name of its own")
+        others = [o.ref for o in claimants if o is not obj]
+        if known is not None and not others:
+            kind = known.kind.value.rstrip("s")
+            reason = (
+                f"instance name {name!r} belongs to {kind} {known.namespace}/{known.object_name}, whose instance is "
+                "kept for its grace period: the name is free once that instance is removed"
+            )
+        else:
+            reason = f"instance name {name!r} is also that of {', '.join(others)}: give each object a name of its own"
+        run.refuse(obj, reason)
     return owner
 
 
@@ -425,7 +437,7 @@ def _accept(run: _Run, name: str, obj: ClusterObject, pins: dict[int, str]) -> N
     if isinstance(built, Refusal):
         run.refusals.append(built)
         known = run.memory.get(name)
-        if known is None or (known.namespace, known.object_name) != (obj.namespace, obj.name):
+        if known is None or known.namespace != obj.namespace:
             return
         try:
             instance = _INSTANCE.validate_python(dict(known.instance))

@@ -269,6 +269,27 @@ def test_two_objects_of_one_name_newcomer_refused_the_known_one_kept() -> None:
     assert later.refusals[0].line.startswith("pod team-b/alice-0: instance name 'alice' is also that of pod gpu-users")
 
 
+def test_a_name_in_grace_stays_in_its_namespace_but_a_new_pod_there_takes_it() -> None:
+    settings = stack(namespaces=["gpu-users", "team-b"])
+    first = run(settings, pod("alice"))
+    stranger = run(settings, pod("alice", ns="team-b", uid="other"), memory=remember(first))
+    (kept,) = stranger.instances
+    assert (kept.namespace, kept.state) == ("gpu-users", State.MISSING)
+    assert stranger.refusals[0].line.startswith(
+        "pod team-b/alice-0: instance name 'alice' belongs to pod gpu-users/alice-0, whose instance is kept"
+    )
+    replaced = ClusterObject(
+        kind=DiscoverFrom.PODS,
+        namespace="gpu-users",
+        name="alice-7f9c",  # a Deployment's new pod, under another name
+        uid="new",
+        labels={**EXPOSE, "ssh-gateway.io/instance": "alice"},
+    )
+    back = run(settings, replaced, memory=remember(stranger))
+    (found,) = back.instances
+    assert (found.name, found.state, found.instance) == ("alice-7f9c", State.PRESENT, first.instances[0].instance)
+
+
 def test_a_pod_no_label_selects_alone_is_refused() -> None:
     outcome = run(stack(nameLabel=None), pod("alice"))
     assert "no label selects this pod alone" in outcome.refusals[0].line

@@ -23,6 +23,7 @@ from ssh_gateway.core.names import entry_of, instance_of, urn_name, urn_type
 from ssh_gateway.plumbing.toolchain import REPO, pulumi_env
 
 from .exit_codes import ExitCode
+from .preview_steps import Preview, parse_preview
 
 __all__ = ["Drift", "drift_of", "report", "run"]
 
@@ -73,26 +74,20 @@ _STEERING = frozenset({"adoptResourceId"})
 replacement's new inputs carry it, and it is no drift."""
 
 
-def _inputs(step: Mapping[str, Any], which: str) -> Mapping[str, Any]:
-    state = step.get(which)
-    if not isinstance(state, Mapping):
-        return {}
-    inputs = state.get("inputs")
-    return inputs if isinstance(inputs, Mapping) else {}
-
-
 def _shown(value: Any) -> str:
     return json.dumps(value, sort_keys=True) if value is not None else "(none)"
 
 
-def drift_of(preview: Mapping[str, Any]) -> list[Drift]:
+def drift_of(preview: Preview) -> list[Drift]:
     """The resources a `preview --refresh --json` proposes to change, one entry each (replacements merged)."""
     found: dict[str, Drift] = {}
-    for step in preview.get("steps") or []:
-        if not isinstance(step, Mapping) or step.get("op") in _QUIET_OPS:
+    for step in preview.steps:
+        if step.op in _QUIET_OPS:
             continue
-        urn, op = str(step.get("urn", "")), str(step.get("op"))
-        live, declared = _inputs(step, "oldState"), _inputs(step, "newState")
+        urn, op = step.urn, step.op
+        # The inputs only: what the program declares against what the refresh read back.
+        live = step.old.inputs if step.old is not None else {}
+        declared = step.new.inputs if step.new is not None else {}
         differences = (
             tuple(
                 f"{key}: {_shown(live.get(key))} → {_shown(declared.get(key))}"
@@ -134,15 +129,12 @@ def run(args: argparse.Namespace) -> int:
     """The check for parsed arguments (`ssh-gateway drift-check`'s: `stack`, `ambient`); returns the exit code."""
     result = _run(args.stack, ambient=args.ambient)
     try:
-        preview = json.loads(result.stdout) if result.stdout.strip() else None
+        document = json.loads(result.stdout) if result.stdout.strip() else None
     except json.JSONDecodeError:
-        preview = None
-    errors = [
-        str(d.get("message", "")).strip()
-        for d in (preview or {}).get("diagnostics") or []
-        if isinstance(d, Mapping) and d.get("severity") == "error"
-    ]
-    drifts = drift_of(preview) if isinstance(preview, Mapping) else []
+        document = None
+    preview = parse_preview(document) if isinstance(document, Mapping) else None
+    errors = preview.errors() if preview is not None else []
+    drifts = drift_of(preview) if preview is not None else []
     if drifts:
         print(report(args.stack, drifts))
         return ExitCode.FAILED

@@ -1,7 +1,7 @@
 """The reviewer's view of a preview: `pulumi preview --json` as a short Markdown table.
 
-    scripts/pulumi preview --json --stack dev | python -m ssh_gateway.ops.preview_summary
-    python -m ssh_gateway.ops.preview_summary preview.json
+    scripts/pulumi preview --json --stack dev | ssh-gateway preview-summary --file -
+    ssh-gateway preview-summary --file preview.json
     scripts/preview-summary dev            # runs the preview, then renders it
 
 One row per instance the preview touches: added, removed, port changed, target changed, routing changed, or
@@ -10,23 +10,18 @@ rules it opens or closes; a connect-mode instance's row gives its CONNECT author
 entry has a row of its own.
 Then the warnings: the port range nearly exhausted, ports freed, rules open to anyone, and the preview's errors.
 
-It reads the steps (`op`, `urn`, `oldState`/`newState` with `inputs`, `outputs` and `parent`) and the stack's
-config, never `detailedDiff`: Python dynamic providers that implement `diff` leave it empty in the JSON.
+It reads the preview's steps, diagnostics and the stack's config through the one model of a preview
+(ssh_gateway/ops/preview_steps.py).
 """
 
 from __future__ import annotations
 
-import argparse
-import json
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Final
 
 from ssh_gateway.core.firewall import opens_to_world, ports_of
 from ssh_gateway.core.names import (
-    ALLOCATION_TYPE,
     COMPONENT_TYPE,
     CONNECT_ENTRY_TYPE,
     CONNECT_INSTANCE_TYPE,
@@ -35,24 +30,28 @@ from ssh_gateway.core.names import (
     NSG_RULE_TYPE,
     PANGOLIN_TYPE,
     SERVICE_TYPE,
-    STACK_TYPE,
     entry_of,
     instance_of,
-    public_host,
     type_chain,
     urn_name,
     urn_type,
 )
-from ssh_gateway.core.outputs import EndpointOutput, Routing, StackOutputs, parse_stack_outputs
-from ssh_gateway.core.ports import PortRange
-from ssh_gateway.core.settings import ConnectModeInstance, SettingsError, decode_config, parse_settings
-from ssh_gateway.core.targets import StaticTarget
+from ssh_gateway.core.outputs import Routing
+
+from .preview_context import (
+    ENTRY_ROW,
+    Allocation,
+    Endpoints,
+    as_int,
+    outputs_before,
+    read_allocation,
+    read_endpoints,
+)
+from .preview_steps import Preview, Step, parse_preview
 
 __all__ = ["InstanceChange", "Summary", "render", "summarize"]
 
 
-ENTRY_ROW: Final = "CONNECT entry"
-"""The row of the stack's CONNECT entry (a name no instance can have: instance names are DNS labels)."""
 EXHAUSTION_THRESHOLD: Final = 0.8
 """Warn when at least this share of the range's usable ports is allocated."""
 _TARGET_KEYS: Final = ("siteId", "targetIp", "targetPort")
@@ -109,21 +108,12 @@ class Summary:
 # --- reading ---------------------------------------------------------------------------------------------------
 
 
-def _int(value: Any) -> int | None:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        return None
-    return int(value)
+def _old(step: Step | None) -> Mapping[str, Any]:
+    return step.before if step is not None else {}
 
 
-def _state(step: Mapping[str, Any], which: str) -> Mapping[str, Any]:
-    state = step.get(which)
-    return state if isinstance(state, Mapping) else {}
-
-
-def _inputs(step: Mapping[str, Any], which: str) -> Mapping[str, Any]:
-    state = _state(step, which)
-    inputs = state.get("inputs") or state.get("outputs")
-    return inputs if isinstance(inputs, Mapping) else {}
+def _new(step: Step | None) -> Mapping[str, Any]:
+    return step.after if step is not None else {}
 
 
 @dataclass
@@ -131,7 +121,7 @@ class _Instance:
     name: str
     ops: dict[str, str] = field(default_factory=dict)
     """type -> what happened to its resource of that type."""
-    steps: dict[str, Mapping[str, Any]] = field(default_factory=dict)
+    steps: dict[str, Step] = field(default_factory=dict)
     """type -> the step that carries both states (the `replace` one for replacements)."""
     replace_reasons: dict[str, list[str]] = field(default_factory=dict)
 
@@ -142,184 +132,38 @@ def _owner(urn: str) -> str | None:
     return ENTRY_ROW if name is None and entry_of(urn) else name
 
 
-def _collect(steps: Sequence[Mapping[str, Any]]) -> dict[str, _Instance]:
+def _collect(steps: Sequence[Step]) -> dict[str, _Instance]:
     instances: dict[str, _Instance] = {}
     for step in steps:
-        op = _OPS.get(str(step.get("op")))
-        name = _owner(str(step.get("urn", "")))
+        op = _OPS.get(step.op)
+        name = _owner(step.urn)
         if op is None or name is None:
             continue
-        kind = urn_type(str(step.get("urn", "")))
+        kind = urn_type(step.urn)
         inst = instances.setdefault(name, _Instance(name))
         if op == "replace" or kind not in inst.ops:
             inst.ops[kind] = op
         # Prefer the step that holds both states (the `replace` step of a replacement).
-        if kind not in inst.steps or (step.get("oldState") and step.get("newState")):
+        if kind not in inst.steps or (step.old and step.new):
             inst.steps[kind] = step
-        reasons = [str(r) for r in step.get("replaceReasons") or []]
-        if reasons:
-            inst.replace_reasons[kind] = sorted({*inst.replace_reasons.get(kind, []), *reasons})
+        if step.replace_reasons:
+            inst.replace_reasons[kind] = sorted({*inst.replace_reasons.get(kind, []), *step.replace_reasons})
     return instances
 
 
-def _stack_step(steps: Sequence[Mapping[str, Any]]) -> Mapping[str, Any]:
-    return next((s for s in steps if urn_type(str(s.get("urn", ""))) == STACK_TYPE), {})
-
-
-def _stack_name(steps: Sequence[Mapping[str, Any]]) -> str | None:
+def _stack_name(steps: Sequence[Step]) -> str | None:
     for step in steps:
-        urn = str(step.get("urn", ""))
+        urn = step.urn
         if urn.startswith("urn:pulumi:"):
             return urn.removeprefix("urn:pulumi:").split("::", 1)[0]
     return None
-
-
-@dataclass(frozen=True)
-class _Allocation:
-    old_ports: Mapping[str, int]
-    new_ports: Mapping[str, int]
-    port_range: PortRange | None
-    reserved: tuple[int, ...]
-
-
-def _ports(value: Any) -> dict[str, int]:
-    if not isinstance(value, Mapping):
-        return {}
-    return {str(k): p for k, v in value.items() if (p := _int(v)) is not None}
-
-
-def _port_list(value: Any) -> tuple[int, ...]:
-    return tuple(p for v in value or () if (p := _int(v)) is not None) if isinstance(value, list) else ()
-
-
-def _old_outputs(steps: Sequence[Mapping[str, Any]]) -> StackOutputs:
-    """The stack's outputs before the run, through the contract; none when they are not the contract's: the
-    summary says what it can, and never fails on what an older run wrote."""
-    outputs = _state(_stack_step(steps), "oldState").get("outputs")
-    try:
-        return parse_stack_outputs(outputs if isinstance(outputs, Mapping) else {})
-    except (KeyError, TypeError, ValueError):
-        return parse_stack_outputs({})
-
-
-def _range(inputs: Mapping[str, Any], old_outputs: StackOutputs) -> PortRange | None:
-    """The allocator's range (its `start`/`end` inputs), else the stack's `portRange` output."""
-    start, end = _int(inputs.get("start")), _int(inputs.get("end"))
-    try:
-        return PortRange(start=start, end=end) if start and end else old_outputs.port_range
-    except ValueError:
-        return None
-
-
-def _allocation(steps: Sequence[Mapping[str, Any]], old_outputs: StackOutputs) -> _Allocation:
-    """The port table before and after: the allocator's step if it changes, else the stack's outputs."""
-    step = next((s for s in steps if urn_type(str(s.get("urn", ""))) == ALLOCATION_TYPE), None)
-    old = _inputs(step, "oldState") if step else {}
-    new = _inputs(step, "newState") if step else {}
-    old_ports = _ports(old.get("ports")) if old else dict(old_outputs.allocations)
-    return _Allocation(
-        old_ports=old_ports,
-        new_ports=_ports(new.get("ports")) if new else old_ports,
-        port_range=_range(new or old, old_outputs),
-        reserved=_port_list(new.get("reserved") or old.get("reserved")),
-    )
-
-
-@dataclass(frozen=True)
-class _Endpoints:
-    """Who logs in where: from the stack's new config, else its old outputs."""
-
-    users: Mapping[str, str]
-    hosts: Mapping[str, str]
-    old: Mapping[str, EndpointOutput]
-    authorities: Mapping[str, str] = field(default_factory=dict)
-    """Connect-mode instances (by the new config) and their CONNECT authorities."""
-    upstreams: Mapping[str, str] = field(default_factory=dict)
-    """Static connect-mode instances (by the new config) and the `host:port` the gateway reaches them at."""
-    entry: tuple[str, int] | None = None
-    """The CONNECT entry's public host and port, by the new config."""
-
-    def was_connect(self, instance: str) -> bool:
-        """Whether the old outputs have the instance in connect mode (with or without an EnvoyFilter of its own)."""
-        previous = self.old.get(instance)
-        return previous is not None and previous.routing is Routing.CONNECT
-
-    def routing(self, instance: str, ops: Mapping[str, str]) -> Routing:
-        """`connect` or `port`: by the new config, else by the old outputs, else by the resources' types."""
-        if instance == ENTRY_ROW or instance in self.authorities:
-            return Routing.CONNECT
-        if instance in self.hosts:
-            return Routing.PORT
-        previous = self.old.get(instance)
-        if previous is not None:
-            return previous.routing
-        return Routing.CONNECT if CONNECT_INSTANCE_TYPE in ops or ENVOY_FILTER_TYPE in ops else Routing.PORT
-
-    def connect_endpoint(self, instance: str, authority: str | None) -> str:
-        """`CONNECT <authority> via <host>:<port>`, what a connect-mode instance's ProxyCommand does."""
-        previous = self.old.get(instance)
-        entry = self.entry
-        if entry is None and previous is not None and previous.host and previous.port:
-            entry = (previous.host, previous.port)
-        authority = self.authorities.get(instance) or authority
-        if authority is None and previous is not None:
-            authority = previous.authority
-        if authority is None or entry is None:
-            return "unknown"
-        return f"CONNECT {authority} via {entry[0]}:{entry[1]}"
-
-    def endpoint(self, instance: str, port: int | None) -> str:
-        host = self.hosts.get(instance)
-        user = self.users.get(instance)
-        previous = self.old.get(instance)
-        if previous is not None:
-            host = host or previous.host
-            user = user or previous.user
-        if host is None or port is None:
-            return "unknown"
-        return f"ssh -p {port} {user or 'root'}@{host}"
-
-
-def _endpoints(preview: Mapping[str, Any], old_outputs: StackOutputs) -> _Endpoints:
-    users: dict[str, str] = {}
-    hosts: dict[str, str] = {}
-    authorities: dict[str, str] = {}
-    upstreams: dict[str, str] = {}
-    entry = None
-    config = preview.get("config")
-    if isinstance(config, Mapping):
-        try:
-            settings = parse_settings(decode_config({str(k): str(v) for k, v in config.items()}))
-        except SettingsError:
-            settings = None
-        if settings is not None:
-            for inst in settings.instances:
-                users[inst.name] = inst.user
-                if isinstance(inst, ConnectModeInstance):
-                    authorities[inst.name] = settings.connect_instance(inst).authority
-                    target = settings.connect_target(inst)
-                    if isinstance(target, StaticTarget):  # behind a standalone Envoy
-                        upstreams[inst.name] = f"{target.host}:{target.port}"
-                else:
-                    hosts[inst.name] = public_host(settings.gateway.host_template, inst.name)
-            if settings.connect is not None:
-                public = settings.connect_entry()
-                entry = (public.host, public.port)
-    return _Endpoints(
-        users=users,
-        hosts=hosts,
-        old=old_outputs.endpoints,
-        authorities=authorities,
-        upstreams=upstreams,
-        entry=entry,
-    )
 
 
 # --- deciding ----------------------------------------------------------------------------------------------------
 
 
 def _target(inputs: Mapping[str, Any]) -> str | None:
-    ip, port = inputs.get("targetIp"), _int(inputs.get("targetPort"))
+    ip, port = inputs.get("targetIp"), as_int(inputs.get("targetPort"))
     return f"{ip}:{port}" if ip is not None and port is not None else None
 
 
@@ -337,7 +181,7 @@ def _firewall(inst: _Instance) -> tuple[str, ...]:
     step = inst.steps.get(NSG_RULE_TYPE)
     if op is None or step is None:
         return ()
-    old, new = _inputs(step, "oldState"), _inputs(step, "newState")
+    old, new = _old(step), _new(step)
     opens = f"opens {_nsg_port(new)} to {', '.join(_sources(new)) or 'any source'}"
     closes = f"closes {_nsg_port(old)}"
     if op == "create":
@@ -376,33 +220,31 @@ class _MergedPorts:
         return tuple(out)
 
 
-def _merged_ports(steps: Sequence[Mapping[str, Any]]) -> _MergedPorts:
+def _merged_ports(steps: Sequence[Step]) -> _MergedPorts:
     before: dict[int, str] = {}
     after: dict[int, str] = {}
     for step in steps:
-        urn = str(step.get("urn", ""))
-        if urn_type(urn) != NSG_RULE_TYPE or FIREWALL_TYPE not in type_chain(urn):
+        if urn_type(step.urn) != NSG_RULE_TYPE or FIREWALL_TYPE not in type_chain(step.urn):
             continue
-        op = _OPS.get(str(step.get("op")), "same")
-        for which, into, skip in (("oldState", before, "create"), ("newState", after, "delete")):
-            inputs = _inputs(step, which)
+        op = _OPS.get(step.op, "same")
+        for inputs, into, skip in ((_old(step), before, "create"), (_new(step), after, "delete")):
             if op != skip and inputs:
                 whom = ", ".join(_sources(inputs)) or "any source"
                 into.update(dict.fromkeys(ports_of(inputs.get("destinationPortRanges") or []), whom))
     return _MergedPorts(before, after)
 
 
-def _changed_keys(step: Mapping[str, Any]) -> list[str]:
-    old, new = _inputs(step, "oldState"), _inputs(step, "newState")
+def _changed_keys(step: Step) -> list[str]:
+    old, new = _old(step), _new(step)
     return sorted(k for k in {*old, *new} if not k.startswith("__") and old.get(k) != new.get(k))
 
 
-def _row(inst: _Instance, alloc: _Allocation, endpoints: _Endpoints, merged: _MergedPorts) -> InstanceChange:
+def _row(inst: _Instance, alloc: Allocation, endpoints: Endpoints, merged: _MergedPorts) -> InstanceChange:
     component = inst.ops.get(COMPONENT_TYPE)
-    pangolin = inst.steps.get(PANGOLIN_TYPE, {})
-    old_in, new_in = _inputs(pangolin, "oldState"), _inputs(pangolin, "newState")
-    old_port = _int(old_in.get("proxyPort")) or alloc.old_ports.get(inst.name)
-    new_port = _int(new_in.get("proxyPort")) or alloc.new_ports.get(inst.name)
+    pangolin = inst.steps.get(PANGOLIN_TYPE)
+    old_in, new_in = _old(pangolin), _new(pangolin)
+    old_port = as_int(old_in.get("proxyPort")) or alloc.old_ports.get(inst.name)
+    new_port = as_int(new_in.get("proxyPort")) or alloc.new_ports.get(inst.name)
     old_target, new_target = _target(old_in), _target(new_in)
     if component == "delete":
         new_port = None
@@ -435,13 +277,12 @@ def _row(inst: _Instance, alloc: _Allocation, endpoints: _Endpoints, merged: _Me
         target = new_target or old_target or ("the Service changes" if service_op else "unchanged")
     endpoint = endpoints.endpoint(inst.name, old_port if change == "removed" else new_port)
     replaced = tuple(
-        f"{urn_name(str(inst.steps[kind].get('urn', '')))} "
-        f"({', '.join(inst.replace_reasons.get(kind, [])) or 'replaced'})"
+        f"{urn_name(inst.steps[kind].urn)} ({', '.join(inst.replace_reasons.get(kind, [])) or 'replaced'})"
         for kind, op in sorted(inst.ops.items())
         if op == "replace" and kind in inst.steps
     )
     touched = tuple(
-        f"{urn_name(str(step.get('urn', '')))}: {', '.join(keys)}"
+        f"{urn_name(step.urn)}: {', '.join(keys)}"
         for kind, step in sorted(inst.steps.items())
         if change == "touched"
         and kind != COMPONENT_TYPE
@@ -461,10 +302,10 @@ def _row(inst: _Instance, alloc: _Allocation, endpoints: _Endpoints, merged: _Me
     )
 
 
-def _domain(step: Mapping[str, Any]) -> str | None:
+def _domain(step: Step | None) -> str | None:
     """The first domain of an instance's route (its EnvoyFilter's virtual host): its CONNECT authority."""
-    for which in ("newState", "oldState"):
-        spec = _inputs(step, which).get("spec")
+    for inputs in (_new(step), _old(step)):
+        spec = inputs.get("spec")
         patches = spec.get("configPatches") if isinstance(spec, Mapping) else None
         if isinstance(patches, list) and patches and isinstance(patches[0], Mapping):
             domains = ((patches[0].get("patch") or {}).get("value") or {}).get("domains")
@@ -473,7 +314,7 @@ def _domain(step: Mapping[str, Any]) -> str | None:
     return None
 
 
-def _connect_row(inst: _Instance, endpoints: _Endpoints) -> InstanceChange:
+def _connect_row(inst: _Instance, endpoints: Endpoints) -> InstanceChange:
     """A connect-mode instance: no port of its own; its route and Service behind the stack's CONNECT entry."""
     component = inst.ops.get(CONNECT_INSTANCE_TYPE)
     if component == "create":
@@ -484,11 +325,11 @@ def _connect_row(inst: _Instance, endpoints: _Endpoints) -> InstanceChange:
         change = "routing changed (port → connect)"  # its port's resources go, its Service stays (aliased)
     else:
         change = "touched"
-    authority = _domain(inst.steps.get(ENVOY_FILTER_TYPE, {}))
+    authority = _domain(inst.steps.get(ENVOY_FILTER_TYPE))
     endpoint = endpoints.connect_endpoint(inst.name, authority)
     target = endpoints.upstreams.get(inst.name) or f"{endpoints.authorities.get(inst.name) or authority or '?'}:22"
     touched = tuple(
-        f"{urn_name(str(step.get('urn', '')))}: {', '.join(keys)}"
+        f"{urn_name(step.urn)}: {', '.join(keys)}"
         for kind, step in sorted(inst.steps.items())
         if change == "touched" and kind != CONNECT_INSTANCE_TYPE and (keys := _changed_keys(step))
     )
@@ -509,16 +350,16 @@ def _entry_row(inst: _Instance) -> InstanceChange:
     """The stack's CONNECT entry: its Pangolin resource (public port -> gateway) and its NSG rule."""
     component = inst.ops.get(CONNECT_ENTRY_TYPE)
     change = {"create": "added", "delete": "removed"}.get(component or "", "touched")
-    pangolin = inst.steps.get(PANGOLIN_TYPE, {})
-    old_in, new_in = _inputs(pangolin, "oldState"), _inputs(pangolin, "newState")
-    old_port, new_port = _int(old_in.get("proxyPort")), _int(new_in.get("proxyPort"))
+    pangolin = inst.steps.get(PANGOLIN_TYPE)
+    old_in, new_in = _old(pangolin), _new(pangolin)
+    old_port, new_port = as_int(old_in.get("proxyPort")), as_int(new_in.get("proxyPort"))
     port = old_port if change == "removed" else new_port or old_port
     old_target, new_target = _target(old_in), _target(new_in)
     target = f"{old_target} → {new_target}" if old_target and new_target and old_target != new_target else None
     if old_port and new_port and old_port != new_port:
         change = "port changed"
     touched = tuple(
-        f"{urn_name(str(step.get('urn', '')))}: {', '.join(keys)}"
+        f"{urn_name(step.urn)}: {', '.join(keys)}"
         for kind, step in sorted(inst.steps.items())
         if change == "touched" and kind != CONNECT_ENTRY_TYPE and (keys := _changed_keys(step))
     )
@@ -535,7 +376,7 @@ def _entry_row(inst: _Instance) -> InstanceChange:
     )
 
 
-def _any_row(inst: _Instance, alloc: _Allocation, endpoints: _Endpoints, merged: _MergedPorts) -> InstanceChange:
+def _any_row(inst: _Instance, alloc: Allocation, endpoints: Endpoints, merged: _MergedPorts) -> InstanceChange:
     if inst.name == ENTRY_ROW:
         return _entry_row(inst)
     if endpoints.routing(inst.name, inst.ops) is Routing.CONNECT:
@@ -543,7 +384,7 @@ def _any_row(inst: _Instance, alloc: _Allocation, endpoints: _Endpoints, merged:
     return _row(inst, alloc, endpoints, merged)
 
 
-def _warnings(preview: Mapping[str, Any], rows: Sequence[InstanceChange], alloc: _Allocation) -> list[str]:
+def _warnings(preview: Preview, rows: Sequence[InstanceChange], alloc: Allocation) -> list[str]:
     warnings = []
     if alloc.port_range is not None:
         rng = alloc.port_range
@@ -575,11 +416,11 @@ def _warnings(preview: Mapping[str, Any], rows: Sequence[InstanceChange], alloc:
             opened = rule.split(" to ", 1)[1] if " to " in rule else ""
             if opens_to_world(opened.split(",")):
                 warnings.append(f"`{row.instance}`: the NSG rule {rule}, i.e. to anyone.")
-    for diagnostic in preview.get("diagnostics") or []:
-        if isinstance(diagnostic, Mapping) and diagnostic.get("severity") in ("error", "warning"):
-            message = str(diagnostic.get("message", "")).strip().removeprefix("error: ")
-            where = f" ({urn_name(str(diagnostic['urn']))})" if diagnostic.get("urn") else ""
-            warnings.append(f"Preview {diagnostic['severity']}{where}: {message}")
+    for diagnostic in preview.diagnostics:
+        if diagnostic.severity in ("error", "warning"):
+            message = diagnostic.message.strip().removeprefix("error: ")
+            where = f" ({urn_name(diagnostic.urn)})" if diagnostic.urn else ""
+            warnings.append(f"Preview {diagnostic.severity}{where}: {message}")
     return warnings
 
 
@@ -595,12 +436,13 @@ _ORDER: Final = (
 )
 
 
-def summarize(preview: Mapping[str, Any]) -> Summary:
+def summarize(document: Mapping[str, Any]) -> Summary:
     """Reads a `pulumi preview --json` document."""
-    steps = [s for s in preview.get("steps") or [] if isinstance(s, Mapping)]
-    old_outputs = _old_outputs(steps)
-    alloc = _allocation(steps, old_outputs)
-    endpoints = _endpoints(preview, old_outputs)
+    preview = parse_preview(document)
+    steps = preview.steps
+    old_outputs = outputs_before(steps)
+    alloc = read_allocation(steps, old_outputs)
+    endpoints = read_endpoints(preview, old_outputs)
     merged = _merged_ports(steps)
     instances = _collect(steps)
     # An instance whose port only a merged rule opens or closes has no step of its own: its row comes from there.
@@ -612,12 +454,11 @@ def summarize(preview: Mapping[str, Any]) -> Summary:
         (_any_row(inst, alloc, endpoints, merged) for inst in instances.values()),
         key=lambda r: (_ORDER.index(r.change), r.instance),
     )
-    summary = preview.get("changeSummary")
     return Summary(
         stack=_stack_name(steps),
         rows=tuple(rows),
         warnings=tuple(_warnings(preview, rows, alloc)),
-        resource_changes={str(k): int(v) for k, v in summary.items()} if isinstance(summary, Mapping) else {},
+        resource_changes=dict(preview.change_summary),
     )
 
 
@@ -674,27 +515,3 @@ def render(summary: Summary) -> str:
         lines += ["", "**Warnings**", ""]
         lines += [f"- {w}" for w in summary.warnings]
     return "\n".join(lines) + "\n"
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description="Render `pulumi preview --json` as a Markdown summary.")
-    parser.add_argument("file", nargs="?", default="-", help="the preview's JSON (default: stdin)")
-    args = parser.parse_args(argv)
-    text = sys.stdin.read() if args.file == "-" else Path(args.file).read_text()
-    try:
-        preview = json.loads(text)
-    except json.JSONDecodeError as exc:
-        print(
-            f"preview_summary: not the JSON of `pulumi preview --json` ({exc}); input began: {text[:200]!r}",
-            file=sys.stderr,
-        )
-        return 2
-    if not isinstance(preview, Mapping):
-        print("preview_summary: expected a JSON object with `steps`", file=sys.stderr)
-        return 2
-    sys.stdout.write(render(summarize(preview)))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

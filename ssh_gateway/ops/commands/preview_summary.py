@@ -19,18 +19,18 @@ from ssh_gateway.ops.command import Command, add_ambient, say_error
 from ssh_gateway.ops.exit_codes import ExitCode
 from ssh_gateway.plumbing.toolchain import REPO, pulumi_env
 
-__all__ = ["COMMAND", "Preview", "run_preview", "summary_json", "summary_markdown"]
+__all__ = ["COMMAND", "PreviewRun", "run_preview", "summary_json", "summary_markdown"]
 
 
 @dataclasses.dataclass(frozen=True)
-class Preview:
+class PreviewRun:
     """A `pulumi preview --json` run: its exit code and its document (None when it printed no JSON)."""
 
     code: int
     document: Mapping[str, Any] | None
 
 
-def run_preview(stack: str, *, ambient: bool = False, extra: Sequence[str] = ()) -> Preview:
+def run_preview(stack: str, *, ambient: bool = False, extra: Sequence[str] = ()) -> PreviewRun:
     """`pulumi preview --json --stack STACK` from the repo; its progress and errors go to our stderr."""
     env = dict(os.environ) if ambient else pulumi_env()
     argv = ["pulumi", "preview", "--json", "--stack", stack, *extra]
@@ -39,7 +39,7 @@ def run_preview(stack: str, *, ambient: bool = False, extra: Sequence[str] = ())
         document = json.loads(result.stdout) if result.stdout.strip() else None
     except json.JSONDecodeError:
         document = None
-    return Preview(result.returncode, document if isinstance(document, Mapping) else None)
+    return PreviewRun(result.returncode, document if isinstance(document, Mapping) else None)
 
 
 def summary_json(document: Mapping[str, Any]) -> dict[str, Any]:
@@ -64,7 +64,7 @@ def _run(args: argparse.Namespace) -> int:
         except json.JSONDecodeError as exc:
             say_error(f"{args.file} is not the JSON of `pulumi preview --json` ({exc})")
             return ExitCode.CANNOT_RUN
-        preview = Preview(0, document if isinstance(document, Mapping) else None)
+        preview = PreviewRun(0, document if isinstance(document, Mapping) else None)
     elif args.stack is None:
         say_error("preview-summary needs a STACK (or --file)")
         return ExitCode.CANNOT_RUN

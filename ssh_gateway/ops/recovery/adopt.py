@@ -52,6 +52,7 @@ from ssh_gateway.core.names import (
     stack_mark,
     stack_marked,
 )
+from ssh_gateway.ops.preview_steps import Step, parse_preview
 from ssh_gateway.plumbing.pulumi_cli import SECRET_SIG, SECRET_SIG_KEY, PulumiFailed, revealed, run_pulumi
 
 __all__ = [
@@ -107,19 +108,6 @@ class AdoptError(Exception):
 
 
 @dataclass(frozen=True)
-class Planned:
-    """A resource the preview plans, as the engine would register it."""
-
-    urn: str
-    type: str
-    op: str
-    parent: str | None
-    provider: str | None
-    """The provider reference, `<provider urn>::<id>`."""
-    inputs: dict[str, Any]
-
-
-@dataclass(frozen=True)
 class Adoption:
     """What `adopt` found for one planned create."""
 
@@ -129,23 +117,9 @@ class Adoption:
     outcome: Outcome
 
 
-def planned_creates(preview: Mapping[str, Any]) -> dict[str, Planned]:
+def planned_creates(preview: Mapping[str, Any]) -> dict[str, Step]:
     """Every resource of `pulumi preview --json`'s steps by URN (creates and the rest)."""
-    planned: dict[str, Planned] = {}
-    for step in preview.get("steps") or []:
-        state = step.get("newState") or step.get("oldState") or {}
-        urn = str(step.get("urn") or state.get("urn") or "")
-        if not urn:
-            continue
-        planned[urn] = Planned(
-            urn=urn,
-            type=str(state.get("type") or urn.split("::")[2].rsplit("$", 1)[-1]),
-            op=str(step.get("op") or ""),
-            parent=state.get("parent") or None,
-            provider=state.get("provider") or None,
-            inputs=dict(state.get("inputs") or {}),
-        )
-    return planned
+    return {step.urn: step for step in parse_preview(preview).steps if step.urn}
 
 
 def adopt(stack: str, project: str, work_dir: Path, env: Mapping[str, str]) -> list[Adoption]:
@@ -160,7 +134,7 @@ def adopt(stack: str, project: str, work_dir: Path, env: Mapping[str, str]) -> l
 
     mark = stack_mark(project, stack)
     found: list[Adoption] = []
-    by_provider: dict[str, list[Planned]] = {}
+    by_provider: dict[str, list[Step]] = {}
     for resource in creates:
         by_provider.setdefault(_provider_urn(resource), []).append(resource)
     held: dict[str, dict[str, Any]] | None = None
@@ -197,7 +171,7 @@ def adopt(stack: str, project: str, work_dir: Path, env: Mapping[str, str]) -> l
 # --- ids and marks -----------------------------------------------------------------------------------------------
 
 
-def _object_id(resource: Planned, provider_config: Mapping[str, Any]) -> str:
+def _object_id(resource: Step, provider_config: Mapping[str, Any]) -> str:
     """The deterministic id the provider imports the object by."""
     inputs = resource.inputs
     if resource.type == NSG_RULE_TYPE:
@@ -238,7 +212,7 @@ def _preview(stack: str, work_dir: Path, env: Mapping[str, str]) -> dict[str, An
         raise AdoptError("`pulumi preview --json` printed no JSON") from None
 
 
-def _provider_urn(resource: Planned) -> str:
+def _provider_urn(resource: Step) -> str:
     reference = resource.provider or ""
     urn = reference.rpartition("::")[0]
     if not urn:
@@ -247,7 +221,7 @@ def _provider_urn(resource: Planned) -> str:
 
 
 def _provider_config(
-    provider: Planned | None,
+    provider: Step | None,
     held: Mapping[str, Any] | None,
     package: str,
     stack: str,
@@ -284,7 +258,7 @@ def _version(config: Mapping[str, Any]) -> str | None:
     return str(version) if version else None
 
 
-def _import_file(planned: Mapping[str, Planned], adopted: Mapping[str, str]) -> dict[str, Any]:
+def _import_file(planned: Mapping[str, Step], adopted: Mapping[str, str]) -> dict[str, Any]:
     """The `pulumi import --file` document: each adopted object under its URN's name, parent and provider (each
     named in the name table; `_scaffold` has put them into the state)."""
     name_table: dict[str, str] = {}
@@ -315,7 +289,7 @@ def _import_file(planned: Mapping[str, Planned], adopted: Mapping[str, str]) -> 
 
 
 def _provider_reference(
-    planned: Mapping[str, Planned], provider_urn: str, reference: Callable[[str | None], str | None]
+    planned: Mapping[str, Step], provider_urn: str, reference: Callable[[str | None], str | None]
 ) -> str | None:
     # A default provider the preview does not show is in no state yet: left out, the import makes it.
     if provider_urn not in planned and provider_urn.rsplit("::", 1)[-1].startswith("default"):
@@ -323,7 +297,7 @@ def _provider_reference(
     return reference(provider_urn)
 
 
-def _default_version(planned: Mapping[str, Planned], provider_urn: str) -> str | None:
+def _default_version(planned: Mapping[str, Step], provider_urn: str) -> str | None:
     # The default provider an import makes must be the program's, `default_<version>`: a provider of another
     # URN would make the next `up` move the object to the program's one.
     name = provider_urn.rsplit("::", 1)[-1]
@@ -332,10 +306,10 @@ def _default_version(planned: Mapping[str, Planned], provider_urn: str) -> str |
     return name.removeprefix("default_").replace("_", ".", 2)
 
 
-def _missing_ancestors(planned: Mapping[str, Planned], adopted: Iterable[str]) -> list[Planned]:
+def _missing_ancestors(planned: Mapping[str, Step], adopted: Iterable[str]) -> list[Step]:
     """The parents (up to the root stack) and providers of the adopted objects that the state lacks: all of them
     after a killed first `up` without checkpoints. Parents first, so the state stays in dependency order."""
-    missing: dict[str, Planned] = {}
+    missing: dict[str, Step] = {}
 
     def visit(urn: str | None) -> None:
         resource = planned.get(urn or "")
@@ -350,7 +324,7 @@ def _missing_ancestors(planned: Mapping[str, Planned], adopted: Iterable[str]) -
     return list(missing.values())
 
 
-def _scaffold(stack: str, work_dir: Path, env: Mapping[str, str], missing: list[Planned]) -> None:
+def _scaffold(stack: str, work_dir: Path, env: Mapping[str, str], missing: list[Step]) -> None:
     """Put the root stack, the components and the providers the imports need into the state, as the program
     registers them. An import names its parent and provider, which must be in the state already; a component
     is only its URN and parent, a provider its inputs (kept secret: a kubeconfig may be one) and an id."""

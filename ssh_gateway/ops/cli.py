@@ -20,7 +20,7 @@ import sys
 from collections.abc import Sequence
 from typing import Final
 
-from ssh_gateway.plumbing.toolchain import ToolchainMissing
+from ssh_gateway.plumbing.toolchain import ToolchainMissing, other_backend_hint
 
 from . import gateway_config, host_identity_files, shards, up
 from .command import Command, Handler, exit_codes, say_error
@@ -80,12 +80,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help(sys.stderr)
         return ExitCode.CANNOT_RUN
     try:
-        return run(args)
+        code = run(args)
     except ToolchainMissing as exc:
         say_error(str(exc))
         return ExitCode.CANNOT_RUN
     except KeyboardInterrupt:
         return ExitCode.INTERRUPTED
+    # A stack not found offline may well be on the backend the environment names: one place says so for every
+    # command that takes --ambient (recover's "no stack ... in .pulumi-state/backend", pulumi's "no stack named").
+    if code == ExitCode.CANNOT_RUN and getattr(args, "ambient", True) is False:
+        hint = other_backend_hint(f"ssh-gateway {args.command_name}")
+        if hint:
+            say_error(hint)
+    return code
 
 
 if __name__ == "__main__":

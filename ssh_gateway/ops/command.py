@@ -76,7 +76,7 @@ class Command:
 
     def _fill(self, parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
         self.arguments(parser)
-        parser.set_defaults(run=self.run)
+        parser.set_defaults(run=self.run, command_name=self.name)
         return parser
 
     def register(self, commands: Commands) -> argparse.ArgumentParser:

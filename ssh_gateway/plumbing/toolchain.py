@@ -78,3 +78,21 @@ def require_pulumi() -> None:
     path = pulumi_env()["PATH"].split(os.pathsep)[0]
     if not os.access(Path(path) / "pulumi", os.X_OK):
         raise ToolchainMissing(f"no pulumi CLI in {path}: run scripts/bootstrap venv cli")
+
+
+def other_backend_hint(command: str) -> str:
+    """The sentence for a `command` that ran with the offline toolchain (whose PULUMI_BACKEND_URL, the local file
+    backend, overrides the environment's) while the environment names another backend: it says so and names
+    --ambient. Empty when the environment names none, names the same, or there is no toolchain."""
+    wanted = os.environ.get("PULUMI_BACKEND_URL", "")
+    try:
+        used = pulumi_env().get("PULUMI_BACKEND_URL", "")
+    except ToolchainMissing:
+        return ""
+    if not wanted or wanted == used:
+        return ""
+    # Up to any `?`: a backend URL's query can carry account settings, never worth echoing.
+    return (
+        f"PULUMI_BACKEND_URL in the environment names {wanted.split('?')[0]}, but `{command}` used the offline "
+        f"toolchain's backend ({used.split('?')[0]}): add --ambient to use the environment's"
+    )

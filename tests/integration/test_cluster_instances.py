@@ -160,6 +160,7 @@ def test_a_labelled_pod_gets_a_service_keeps_it_when_rescheduled_and_frees_it_wh
     assert service["spec"]["selector"] == labels
     assert service["spec"]["ports"][0]["targetPort"] == 2222
     assert status(kube, ns, stack)["instance.carol.json"]["endpoint"]["port"] == endpoints["carol"]["port"]
+    stack.preview(expect_no_changes=True)  # a steady cluster: the status is written again unchanged
 
     # Rescheduled: deleted and made again (a new uid) within the grace period: same port, same host key, and
     # Pangolin sees no write.

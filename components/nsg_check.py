@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import ipaddress
+from collections.abc import Sequence
 
 import pulumi
 import pulumi_azure_native as azure_native
 
 from ssh_gateway.core.firewall import RULES_KEY, RuleDesign
 from ssh_gateway.core.nsg_fit import NsgRule, NsgView, nsg_problem, planned_rules
-from ssh_gateway.core.settings import FirewallOn, Settings
+from ssh_gateway.core.settings import FirewallOn, Instance, Settings
 
 __all__ = ["check_nsg_fits", "read_nsg"]
 
@@ -48,12 +49,15 @@ def read_nsg(fw: FirewallOn) -> NsgView:
     return NsgView(fw.nsg_name, rules)
 
 
-def check_nsg_fits(settings: Settings, *, project: str, stack: str) -> NsgView | None:
-    """The NSG as read, once the stack's rules are known to fit it; a `RunError` in one line naming the NSG, what
-    is used, what the stack adds and Azure's limit otherwise. None with the firewall off."""
+def check_nsg_fits(settings: Settings, *, project: str, stack: str, extra: Sequence[Instance] = ()) -> NsgView | None:
+    """The NSG as read, once the stack's rules (for its configured instances and the `extra` ones discovered in
+    the cluster) are known to fit it; a `RunError` in one line naming the NSG, what is used, what the stack adds
+    and Azure's limit otherwise. None with the firewall off."""
     fw = settings.firewall
     if not isinstance(fw, FirewallOn):
         return None
+    if extra:
+        settings = settings.model_copy(update={"instances": (*settings.instances, *extra)})
     view = read_nsg(fw)
     try:
         planned = planned_rules(settings, project=project, stack=stack, nsg=view)

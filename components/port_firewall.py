@@ -90,7 +90,7 @@ def merged_firewall(
         return None
     held = nsg.held(project, stack) if nsg is not None else {}
     busy = nsg.busy(project, stack) if nsg is not None else set()
-    plans = plan_rules(settings.port_sources(), fw.source_cidrs, port_range, fw.priority_base, held, busy)
+    plans = plan_rules(settings.port_sources(), fw.source_cidrs, fw.priority_base, held, busy)
     args = PortFirewallArgs(
         resource_group=fw.resource_group,
         nsg_name=fw.nsg_name,

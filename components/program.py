@@ -28,7 +28,7 @@ from ssh_gateway.core.connect import ConnectGateway, Entry, PangolinEntry, Stand
 from ssh_gateway.core.credentials import find_api_key
 from ssh_gateway.core.derived_names import check_derived_names
 from ssh_gateway.core.discovery import Outcome
-from ssh_gateway.core.firewall import RuleDesign, Sources, connect_priority, nsg_priority
+from ssh_gateway.core.firewall import RuleDesign, Sources, nsg_priority
 from ssh_gateway.core.host_identity import cert_authority_lines, private_seed
 from ssh_gateway.core.issued_identity import issued_identity
 from ssh_gateway.core.names import (
@@ -78,6 +78,7 @@ from .connect_entry import ConnectEntry, ConnectEntryArgs
 from .connect_ssh_instance import ConnectSshInstance, ConnectSshInstanceArgs
 from .firewall_rule import FirewallRuleArgs
 from .host_identity import HostIdentityArgs, SecretPlace, Signing
+from .nsg_check import check_nsg_fits
 from .pangolin_tcp import PangolinTargetArgs
 from .port_firewall import merged_firewall
 from .ssh_instance import SshInstance, SshInstanceArgs
@@ -113,10 +114,12 @@ def run(*, project: str, stack: str) -> None:
         org = read_pangolin_org(settings)
         check_connect_port(settings, org, project=project, stack=stack)
         discovered = read_discovered(settings, org, project=project, stack=stack)
+        found = tuple(f.instance for f in discovered.instances) if discovered is not None else ()
+        nsg = check_nsg_fits(settings, project=project, stack=stack, extra=found)
     except pulumi.RunError as problem:
         pulumi.log.error(str(problem))  # synchronous: sent before the exit below
         sys.exit(_ALREADY_SHOWN)
-    for key, value in build(settings, org=org, project=project, stack=stack, discovered=discovered).items():
+    for key, value in build(settings, org=org, project=project, stack=stack, discovered=discovered, nsg=nsg).items():
         pulumi.export(key, value)
 
 
@@ -383,7 +386,7 @@ def _entry_args(settings: Settings, plan: _ConnectPlan, org: OrgView, *, project
     fw = settings.firewall
     firewall = None
     if isinstance(fw, FirewallOn):
-        firewall = _firewall_args(fw, fw.source_cidrs, connect_priority(settings.ports.range, fw.priority_base))
+        firewall = _firewall_args(fw, fw.source_cidrs, settings.connect_rule_priority())
     return ConnectEntryArgs(
         gateway=plan.gateway,
         entry=plan.entry,

@@ -1,22 +1,21 @@
 """The firewall's vocabulary: who may connect (CIDRs or one Azure service tag), the rule designs and priorities.
 
-A stack's priorities are the block `priorityBase .. priorityBase + range size - 1` (shards sharing an NSG give
-each other disjoint blocks: docs/scaling.md). Two rule designs use it (`ssh-gateway:firewall.rules`):
+Two rule designs (`ssh-gateway:firewall.rules`):
 
 - `merged`: one rule per distinct set of sources, carrying every port of the instances with that set in
-  `destinationPortRanges`, contiguous ports merged ("40001-40007"). Its priority is a slot counted down from the
-  block's second-highest priority (the stack's default sources prefer slot 0), chosen when the rule is new around
-  the priorities other rules hold, then kept (read back from the NSG at preview). A +1 or a removal is one update
-  of one rule; 10,000 instances in 40 shards are 40 rules.
+  `destinationPortRanges`, contiguous ports merged ("40001-40007"). The stack's priorities are the block
+  `priorityBase .. priorityBase + 31` (`MERGED_SLOTS`), whatever its range: 40 shards sharing an NSG need 40
+  small blocks, not 40 ranges' worth. A new rule takes its preferred slot (the stack's default sources the
+  first) or the next one that no other rule of the NSG holds (read at preview), and keeps it (read back from
+  the NSG). A +1 or a removal is one update of one rule; 10,000 instances in 40 shards are 40 rules.
   Azure documents no limit on the entries of `destinationPortRanges` (its limits page lists rules per NSG,
   addresses per NSG and application security groups per rule), so one rule holds a set's ports, whatever many.
 - `perInstance`: one rule per instance, priority `priorityBase + (port - range start)`: a bijection on the
   range, so priorities are unique across the stack's rules and an instance's priority changes only with its
-  port. A +1 is one create; the rules (at most 1,000 per NSG) bound the stack.
+  port. The block is the range's size; a +1 is one create; the rules (at most 1,000 per NSG) bound the stack.
 
 The CONNECT port's one rule takes the priority just below the block (`priorityBase - 1`), or, when the block
-starts at Azure's lowest, the one just above it: never one of the block's. The merged slots skip the block's
-highest priority, which is the next shard's CONNECT priority where shards sit side by side.
+starts at Azure's lowest, the one just above it: never one of the block's.
 """
 
 from __future__ import annotations
@@ -48,8 +47,8 @@ __all__ = [
     "address_count",
     "check_priorities",
     "connect_priority",
-    "merged_priority",
     "merged_rules",
+    "merged_slots",
     "nsg_priority",
     "opens_to_world",
     "parse_cidr",
@@ -76,8 +75,7 @@ DEFAULT_PRIORITY_BASE: Final = 1000
 """NSG priority of the range's first port, when `ssh-gateway:firewall.priorityBase` is not set."""
 
 MERGED_SLOTS: Final = 32
-"""Priorities a stack's merged rules may take, counted down from its block's second-highest: distinct source
-sets beyond what fits (or beyond the range's size less one) are refused by the settings."""
+"""The priorities of a stack's merged rules, `priorityBase` on: as many distinct sets of sources as it may have."""
 
 SERVICE_TAGS: Final = ("*", "Internet", "VirtualNetwork", "AzureLoadBalancer")
 """Azure service tags a source may name; Azure takes a tag only alone, in `sourceAddressPrefix`."""
@@ -166,11 +164,15 @@ def check_priorities(port_range: PortRange, base: int = DEFAULT_PRIORITY_BASE) -
     )
 
 
-def connect_priority(port_range: PortRange | None, base: int = DEFAULT_PRIORITY_BASE) -> int:
-    """The NSG priority of the CONNECT port's rule: next to the per-port block `base`..`base + size - 1`, below
-    it where Azure allows, else above it; a `ValueError` with the fix when neither fits. Without a range (every
-    instance connect-mode) the block is empty, and the rule keeps the priority it would have next to one."""
-    below, above = base - 1, base + (port_range.size if port_range is not None else 0)
+def connect_priority(
+    port_range: PortRange | None, base: int = DEFAULT_PRIORITY_BASE, *, design: RuleDesign | None = None
+) -> int:
+    """The NSG priority of the CONNECT port's rule: next to the stack's block (`base`..`base + size - 1` per
+    instance, `merged_slots(base)` merged), below it where Azure allows, else above it; a `ValueError` with the
+    fix when neither fits. Without a range (every instance connect-mode) the per-instance block is empty, and the
+    rule keeps the priority it would have next to one."""
+    size = MERGED_SLOTS if design == RuleDesign.MERGED else port_range.size if port_range is not None else 0
+    below, above = base - 1, base + size
     if below >= AZURE_PRIORITY_MIN:
         return below
     if above <= AZURE_PRIORITY_MAX:
@@ -247,14 +249,9 @@ def ports_of(ranges: Iterable[str]) -> set[int]:
     return ports
 
 
-def merged_priority(slot: int, port_range: PortRange, base: int = DEFAULT_PRIORITY_BASE) -> int:
-    """The priority of a merged rule's slot: down from the block's second-highest, `base + size - 2 - slot`."""
-    if not 0 <= slot < min(MERGED_SLOTS, port_range.size - 1):
-        raise ValueError(
-            f"no NSG priority for merged rule {slot + 1}: ports {port_range} ({PRIORITY_BASE_KEY}={base}) leave "
-            f"{min(MERGED_SLOTS, port_range.size - 1)} for the stack's rules; use fewer distinct sourceCidrs"
-        )
-    return base + port_range.size - 2 - slot
+def merged_slots(base: int = DEFAULT_PRIORITY_BASE) -> range:
+    """The priorities a stack's merged rules may take: `MERGED_SLOTS` from `base`, as far as Azure allows."""
+    return range(base, min(base + MERGED_SLOTS, AZURE_PRIORITY_MAX + 1))
 
 
 @dataclass(frozen=True)
@@ -266,7 +263,7 @@ class RulePlan:
     sources: Sources
     """Who may connect, CIDRs sorted."""
     priority: int
-    """Its NSG priority, a slot of the stack's block."""
+    """Its NSG priority, one of the stack's `merged_slots`."""
     instances: tuple[str, ...]
     """The port-mode instances with these sources, in the settings' order."""
 
@@ -282,7 +279,6 @@ def _slot_hash(key: str, slots: int) -> int:
 def plan_rules(
     sources: Mapping[str, Sources],
     default: Sources,
-    port_range: PortRange,
     base: int = DEFAULT_PRIORITY_BASE,
     held: Mapping[str, int] | None = None,
     busy: Iterable[int] = (),
@@ -290,13 +286,13 @@ def plan_rules(
     """The merged rules for instances with these sources: one per distinct set, the default set's first.
 
     A set whose rule the NSG already holds (`held`: key -> priority, read at preview) keeps that priority while
-    it is one of the stack's slots. A new set takes its preferred slot (0 for the default sources, the one its
-    hash names for another), or the next one, skipping the slots of other sets and the priorities `busy` in the
-    NSG (other rules', and this stack's per-instance rules while it moves to merged ones: both exist until the
-    end of that `up`). So no rule's priority moves when instances or sets come and go. A `ValueError` when the
-    sets do not fit the stack's slots.
+    it is one of the stack's slots. A new set takes its preferred slot (the first for the default sources, the
+    one its hash names for another), or the next one, skipping the slots of other sets and the priorities `busy`
+    in the NSG (other rules', and this stack's per-instance rules while it moves to merged ones: both exist until
+    the end of that `up`). So no rule's priority moves when instances or sets come and go. A `ValueError` when
+    the sets do not fit the stack's slots.
     """
-    slots = min(MERGED_SLOTS, port_range.size - 1)
+    slots = merged_slots(base)
     members: dict[str, list[str]] = {}
     by_key: dict[str, Sources] = {}
     for instance, own in sources.items():
@@ -305,38 +301,41 @@ def plan_rules(
         by_key[key] = _canonical(own)
     default_key = source_key(default)
     wanted = sorted(members, key=lambda k: (k != default_key, k))
-    if len(wanted) > slots:
+    if len(wanted) > len(slots):
         raise ValueError(
-            f"{len(wanted)} distinct sets of sourceCidrs need as many NSG priorities, but ports {port_range} "
-            f"({PRIORITY_BASE_KEY}={base}) leave {max(slots, 0)}; give more instances the same sourceCidrs, or set "
-            f"{RULES_KEY.removeprefix('ssh-gateway:')}: {RuleDesign.PER_INSTANCE}"
+            f"{len(wanted)} distinct sets of sourceCidrs need as many NSG priorities, but {PRIORITY_BASE_KEY}={base} "
+            f"gives the stack's merged rules {len(slots)} ({slots.start}-{slots.stop - 1}); give more instances the "
+            f"same sourceCidrs, or set {RULES_KEY.removeprefix('ssh-gateway:')}: {RuleDesign.PER_INSTANCE}"
         )
-    top = base + port_range.size - 2
     taken: dict[int, str] = {}
     for key in wanted:
         priority = (held or {}).get(_rule_key(key, default_key))
-        slot = None if priority is None else top - priority
-        if slot is not None and 0 <= slot < slots and slot not in taken:
-            taken[slot] = key
-    blocked = {top - p for p in busy}
+        if priority is not None and priority in slots and priority not in taken:
+            taken[priority] = key
+    blocked = set(busy)
     for key in (k for k in wanted if k not in taken.values()):
-        first = 0 if key == default_key else _slot_hash(key, slots)
-        free = [s for s in (*range(first, slots), *range(first)) if s not in taken and s not in blocked]
+        first = 0 if key == default_key else _slot_hash(key, len(slots))
+        order = [*slots[first:], *slots[:first]]
+        free = [p for p in order if p not in taken and p not in blocked]
         if not free:
             raise ValueError(
-                f"no NSG priority is free for this stack's merged rule of sources {key}: its slots "
-                f"{top - slots + 1}-{top} are held by other rules of the NSG"
+                f"no NSG priority is free for this stack's merged rule of sources {key}: its block "
+                f"{slots.start}-{slots.stop - 1} ({PRIORITY_BASE_KEY}) is held by other rules; move it to a free "
+                f"block{_free_block(blocked | set(taken))}"
             )
         taken[free[0]] = key
     return [
-        RulePlan(
-            key=_rule_key(key, default_key),
-            sources=by_key[key],
-            priority=merged_priority(slot, port_range, base),
-            instances=tuple(members[key]),
-        )
-        for slot, key in sorted(taken.items())
+        RulePlan(key=_rule_key(key, default_key), sources=by_key[key], priority=priority, instances=tuple(members[key]))
+        for priority, key in sorted(taken.items())
     ]
+
+
+def _free_block(used: set[int]) -> str:
+    """`, e.g. 3000`: the lowest base whose slots, and the priority below them, no rule holds."""
+    for base in range(AZURE_PRIORITY_MIN + 1, AZURE_PRIORITY_MAX - MERGED_SLOTS + 2):
+        if not used & {base - 1, *merged_slots(base)}:
+            return f", e.g. {PRIORITY_BASE_KEY}={base}"
+    return ""
 
 
 def rule_ports(plan: RulePlan, ports: Mapping[str, int]) -> tuple[str, ...]:
@@ -358,7 +357,6 @@ def merged_rules(
     ports: Mapping[str, int],
     sources: Mapping[str, Sources],
     default: Sources,
-    port_range: PortRange,
     base: int = DEFAULT_PRIORITY_BASE,
     held: Mapping[str, int] | None = None,
     busy: Iterable[int] = (),
@@ -366,5 +364,5 @@ def merged_rules(
     """Every merged rule of a stack from its port table and each instance's sources: what the program registers."""
     return [
         MergedRule(plan.key, plan.sources, plan.priority, rule_ports(plan, ports))
-        for plan in plan_rules(sources, default, port_range, base, held, busy)
+        for plan in plan_rules(sources, default, base, held, busy)
     ]

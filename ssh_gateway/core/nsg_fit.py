@@ -23,7 +23,6 @@ from .firewall import (
     AZURE_PRIORITY_MIN,
     RuleDesign,
     address_count,
-    connect_priority,
     plan_rules,
 )
 from .names import CONNECT_RULE_NAME, merged_rule_key, merged_rule_name, nsg_rule_name, stack_mark
@@ -111,7 +110,7 @@ def planned_rules(settings: Settings, *, project: str, stack: str, nsg: NsgView)
     out: list[PlannedRule] = []
     if port_range is not None and fw.rules == RuleDesign.MERGED:
         held, busy = nsg.held(project, stack), nsg.busy(project, stack)
-        plans = plan_rules(settings.port_sources(), fw.source_cidrs, port_range, fw.priority_base, held, busy)
+        plans = plan_rules(settings.port_sources(), fw.source_cidrs, fw.priority_base, held, busy)
         out += [
             PlannedRule(merged_rule_name(project, stack, p.key), (p.priority, p.priority), address_count(p.sources))
             for p in plans
@@ -120,7 +119,7 @@ def planned_rules(settings: Settings, *, project: str, stack: str, nsg: NsgView)
         block = (fw.priority_base, fw.priority_base + port_range.size - 1)
         out += [PlannedRule(nsg_rule_name(i), block, address_count(s)) for i, s in settings.port_sources().items()]
     if settings.connect is not None and isinstance(settings.connect_entry(), PangolinEntry):
-        priority = connect_priority(port_range, fw.priority_base)
+        priority = settings.connect_rule_priority()
         out.append(PlannedRule(CONNECT_RULE_NAME, (priority, priority), address_count(fw.source_cidrs)))
     return out
 

@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 from ssh_gateway.core.firewall import (
     MERGED_SLOTS,
     Cidrs,
+    RuleDesign,
     ServiceTag,
     Sources,
     connect_priority,
@@ -58,7 +59,7 @@ def fleets(draw: st.DrawFn) -> tuple[dict[str, int], dict[str, Sources]]:
 @given(fleets())
 def test_every_port_is_allowed_from_exactly_its_instances_sources(fleet: Fleet) -> None:
     ports, sources = fleet
-    rules = merged_rules(ports, sources, DEFAULT, RANGE)
+    rules = merged_rules(ports, sources, DEFAULT)
     allowed: dict[int, list[frozenset[str]]] = {}
     for rule in rules:
         for port in _expand(rule.port_ranges):
@@ -68,8 +69,8 @@ def test_every_port_is_allowed_from_exactly_its_instances_sources(fleet: Fleet) 
     assert len(rules) == len({_key(s) for s in sources.values()})
     priorities = [r.priority for r in rules]
     assert len(set(priorities)) == len(priorities)
-    assert all(1000 <= p <= 1000 + RANGE.size - 2 for p in priorities)
-    assert connect_priority(RANGE, 1000) not in priorities
+    assert all(1000 <= p < 1000 + MERGED_SLOTS for p in priorities)
+    assert connect_priority(RANGE, 1000, design=RuleDesign.MERGED) not in priorities
 
 
 @given(fleets(), st.data())
@@ -78,10 +79,10 @@ def test_a_removed_instance_leaves_no_port_open_and_others_keep_their_priority(
 ) -> None:
     ports, sources = fleet
     gone = data.draw(st.sets(st.sampled_from(sorted(ports))) if ports else st.just(set[str]()))
-    before = {r.key: r for r in merged_rules(ports, sources, DEFAULT, RANGE)}
+    before = {r.key: r for r in merged_rules(ports, sources, DEFAULT)}
     held = {key: r.priority for key, r in before.items()}  # what the preview reads back from the NSG
     # The port table still lists the removed instances: the rules follow the instances, not the table.
-    after = merged_rules(ports, {n: s for n, s in sources.items() if n not in gone}, DEFAULT, RANGE, held=held)
+    after = merged_rules(ports, {n: s for n, s in sources.items() if n not in gone}, DEFAULT, held=held)
     opened = {p for rule in after for p in _expand(rule.port_ranges)}
     assert not opened & {ports[n] for n in gone}
     assert all(before[r.key].priority == r.priority for r in after)
@@ -103,41 +104,42 @@ def test_contiguous_ports_merge_into_ranges() -> None:
 @given(st.lists(st.sampled_from([f"198.51.100.{n}/32" for n in range(40)]), unique=True, max_size=31), st.data())
 def test_a_set_keeps_its_priority_whatever_sets_come_and_go(cidrs: list[str], data: st.DataObject) -> None:
     sources: dict[str, Sources] = {"a": DEFAULT, **{f"i{n}": Cidrs((c,)) for n, c in enumerate(cidrs)}}
-    before = {p.key: p.priority for p in plan_rules(sources, DEFAULT, RANGE)}
+    before = {p.key: p.priority for p in plan_rules(sources, DEFAULT)}
     kept = data.draw(st.sets(st.sampled_from(sorted(sources))))
     extra = data.draw(st.lists(st.sampled_from([f"192.0.2.{n}/32" for n in range(40)]), unique=True, max_size=10))
     changed = {**{n: s for n, s in sources.items() if n in kept}, **{f"x{c}": Cidrs((c,)) for c in extra}}
     if len({*map(str, changed.values())}) > MERGED_SLOTS:
         return
-    after = {p.key: p.priority for p in plan_rules(changed, DEFAULT, RANGE, held=before)}
+    after = {p.key: p.priority for p in plan_rules(changed, DEFAULT, held=before)}
     assert all(after[k] == before[k] for k in after.keys() & before.keys())
     assert len(set(after.values())) == len(after)
 
 
 def test_the_default_sources_take_the_blocks_second_highest_priority() -> None:
-    before = {p.key: p.priority for p in plan_rules({"a": DEFAULT, "b": OWN_SETS[1]}, DEFAULT, RANGE)}
-    assert before[""] == 1000 + RANGE.size - 2  # the default set: slot 0, the block's second-highest
+    before = {p.key: p.priority for p in plan_rules({"a": DEFAULT, "b": OWN_SETS[1]}, DEFAULT)}
+    assert before[""] == 1000  # the default set: the block's first
 
 
 def test_too_many_source_sets_are_refused_with_the_fix() -> None:
     sources: dict[str, Sources] = {f"i{n}": Cidrs((f"198.51.100.{n}/32",)) for n in range(MERGED_SLOTS + 1)}
-    with pytest.raises(ValueError, match=r"33 distinct sets of sourceCidrs .* leave 32;.*firewall.rules: perInstance"):
-        plan_rules(sources, DEFAULT, RANGE)
-    with pytest.raises(ValueError, match="leave 1"):
-        plan_rules({"a": DEFAULT, "b": OWN_SETS[1]}, DEFAULT, PortRange(start=40000, end=40001))
+    with pytest.raises(ValueError, match=r"33 distinct sets .* gives the stack's merged rules 32 \(1000-1031\);"):
+        plan_rules(sources, DEFAULT)
+    with pytest.raises(ValueError, match=r"3 distinct sets .* gives the stack's merged rules 2 \(4095-4096\)"):
+        plan_rules({f"i{n}": Cidrs((f"198.51.100.{n}/32",)) for n in range(3)}, DEFAULT, 4095)
 
 
-SLOTS = range(1000 + RANGE.size - 2 - 31, 1000 + RANGE.size - 1)  # the merged rules' priorities: 1167-1198
+SLOTS = range(1000, 1000 + MERGED_SLOTS)  # the merged rules' priorities at priorityBase 1000
 
 
 @given(fleets(), st.sets(st.sampled_from(SLOTS), max_size=20))
 def test_new_rules_avoid_the_priorities_other_rules_hold(fleet: Fleet, busy: set[int]) -> None:
     ports, sources = fleet
-    rules = merged_rules(ports, sources, DEFAULT, RANGE, busy=busy)
+    rules = merged_rules(ports, sources, DEFAULT, busy=busy)
     assert not {r.priority for r in rules} & busy
     assert len({r.priority for r in rules}) == len(rules)
 
 
-def test_when_every_slot_is_busy_the_rule_is_refused() -> None:
-    with pytest.raises(ValueError, match=r"no NSG priority is free .* slots 1167-1198 are held by other rules"):
-        plan_rules({"a": DEFAULT}, DEFAULT, RANGE, busy=SLOTS)
+def test_when_every_slot_is_busy_the_rule_is_refused_with_a_free_block() -> None:
+    busy = {*SLOTS, *range(100, 200)}
+    with pytest.raises(ValueError, match=r"block 1000-1031 .* is held by other rules; .*priorityBase=201$"):
+        plan_rules({"a": DEFAULT}, DEFAULT, busy=busy)

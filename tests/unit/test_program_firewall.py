@@ -56,10 +56,10 @@ def test_merged_rules_open_each_set_of_sources_ports_in_one_rule(mocks: Recordin
     assert out["allocations"] == {"gpu-01": 40001, "gpu-02": 40002, "vm-01": 40050}
     assert rules[default]["destinationPortRanges"] == ["40001", "40050"]
     assert rules[default]["sourceAddressPrefix"] == "203.0.113.0/24"
-    assert rules[default]["priority"] == 1098  # slot 0: the block 1000-1099's second-highest
+    assert rules[default]["priority"] == 1000  # the first of the block 1000-1031
     assert rules[own]["destinationPortRanges"] == ["40002"]
     assert rules[own]["sourceAddressPrefixes"] == ["198.51.100.7/32", "198.51.100.8/32"]
-    assert 1000 <= rules[own]["priority"] < 1098
+    assert 1000 < rules[own]["priority"] < 1032
     assert rules[default]["description"].endswith("[stack ssh-gateway/unit]")
     assert all("destinationPortRange" not in r or r["destinationPortRange"] is None for r in rules.values())
 
@@ -74,10 +74,10 @@ def test_a_thousand_instances_with_the_stacks_sources_are_one_rule_of_one_range(
 
 def test_merged_rules_are_refused_when_the_sets_of_sources_do_not_fit_the_block() -> None:
     instances = [
-        {"name": f"gpu-{n:02d}", "target": "clusterIp", "sourceCidrs": [f"198.51.100.{n}/32"]} for n in range(4)
+        {"name": f"gpu-{n:02d}", "target": "clusterIp", "sourceCidrs": [f"198.51.100.{n}/32"]} for n in range(33)
     ]
-    with pytest.raises(Exception, match=r"firewall.rules.*4 distinct sets of sourceCidrs need as many NSG priorities"):
-        settings(ports={"range": "40000-40003"}, firewall=MERGED, instances=instances)
+    with pytest.raises(Exception, match=r"firewall.rules.*33 distinct sets of sourceCidrs need as many NSG priorities"):
+        settings(firewall=MERGED, instances=instances)
 
 
 # --- the NSG check at preview ------------------------------------------------------------------------------------
@@ -106,10 +106,10 @@ def test_the_check_reads_the_nsg_and_passes_a_stack_that_fits(mocks: RecordingMo
 
 
 def test_a_new_merged_rule_takes_a_priority_no_other_rule_holds(mocks: RecordingMocks) -> None:
-    mocks.nsg_rules = [_rule("shard-b-connect", 1098), _rule("outbound", 1097) | {"direction": "Outbound"}]
+    mocks.nsg_rules = [_rule("shard-b-rule", 1000), _rule("outbound", 1001) | {"direction": "Outbound"}]
     view = _check(MERGED)
     run_build(settings(firewall=MERGED), view)
-    assert _rules(mocks)[merged_rule_name("ssh-gateway", "unit", "")]["priority"] == 1097  # 1098 is taken inbound
+    assert _rules(mocks)[merged_rule_name("ssh-gateway", "unit", "")]["priority"] == 1001  # 1000 is taken inbound
 
 
 def test_merged_rules_are_refused_when_other_rules_hold_every_slot(mocks: RecordingMocks) -> None:
@@ -118,7 +118,8 @@ def test_merged_rules_are_refused_when_other_rules_hold_every_slot(mocks: Record
         _check(MERGED)
     assert str(caught.value) == (
         "ssh-gateway:firewall.rules: no NSG priority is free for this stack's merged rule of sources 203.0.113.0/24: "
-        "its slots 1067-1098 are held by other rules of the NSG"
+        "its block 1000-1031 (ssh-gateway:firewall.priorityBase) is held by other rules; move it to a free block, "
+        "e.g. ssh-gateway:firewall.priorityBase=101"
     )
 
 
@@ -177,11 +178,11 @@ def test_the_merged_rules_keep_the_priorities_the_nsg_holds(mocks: RecordingMock
     default = merged_rule_name("ssh-gateway", "unit", "")
     run_program(settings(firewall=MERGED))
     [own] = set(_rules(mocks)) - {default}
-    assert _rules(mocks)[own]["priority"] != 1093
+    assert _rules(mocks)[own]["priority"] != 1020
     mocks.registered.clear()
-    mocks.nsg_rules = [_rule(own, 1093, description=stack_marked("x", "ssh-gateway", "unit"))]
+    mocks.nsg_rules = [_rule(own, 1020, description=stack_marked("x", "ssh-gateway", "unit"))]
     view = _check(MERGED)
-    assert view.held("ssh-gateway", "unit") == {own.rsplit("-", 1)[1]: 1093}
+    assert view.held("ssh-gateway", "unit") == {own.rsplit("-", 1)[1]: 1020}
 
     run_build(settings(firewall=MERGED), view)
-    assert _rules(mocks)[own]["priority"] == 1093
+    assert _rules(mocks)[own]["priority"] == 1020

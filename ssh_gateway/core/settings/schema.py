@@ -136,17 +136,26 @@ class Settings(StrictModel):
                 f"ports.range {port_range} is not inside gateway.publishedRange {published}: "
                 "Gerbil/Traefik would not publish every allocatable port; narrow ports.range or publish more",
             )
-        if isinstance(self.firewall, FirewallOn):
+        fw = self.firewall
+        if isinstance(fw, FirewallOn) and fw.rules == RuleDesign.PER_INSTANCE:
             try:
-                check_priorities(port_range, self.firewall.priority_base)
+                check_priorities(port_range, fw.priority_base)
             except ValueError as exc:
                 raise problem("firewall.priorityBase", str(exc)) from None
-            if self.firewall.rules == RuleDesign.MERGED:
-                try:
-                    plan_rules(self.port_sources(), self.firewall.source_cidrs, port_range, self.firewall.priority_base)
-                except ValueError as exc:
-                    raise problem("firewall.rules", str(exc)) from None
+        elif isinstance(fw, FirewallOn):
+            try:
+                plan_rules(self.port_sources(), fw.source_cidrs, fw.priority_base)
+            except ValueError as exc:
+                raise problem("firewall.rules", str(exc)) from None
         return self
+
+    def connect_rule_priority(self) -> int:
+        """The NSG priority of the CONNECT port's rule, next to the stack's block (firewall on); a `ValueError`
+        with the fix when none is left."""
+        fw = self.firewall
+        if not isinstance(fw, FirewallOn):
+            raise ValueError("no NSG rule with firewall.enabled: false")
+        return connect_priority(self.ports.range, fw.priority_base, design=fw.rules)
 
     def port_sources(self) -> dict[str, Sources]:
         """Who may connect to each port-mode instance: its own `sourceCidrs`, else the firewall's (firewall on)."""
@@ -215,7 +224,7 @@ class Settings(StrictModel):
                     )
             if isinstance(self.firewall, FirewallOn):
                 try:
-                    connect_priority(self.ports.range, self.firewall.priority_base)
+                    self.connect_rule_priority()
                 except ValueError as exc:
                     raise problem("firewall.priorityBase", str(exc)) from None
         idle = gateway.idle_timeout if isinstance(gateway, EnvoyGatewaySettings) else gateway.stream_idle_timeout

@@ -38,6 +38,7 @@ from typing import Any, Final, Literal
 
 from ssh_gateway.core.names import (
     ALLOCATION_TYPE,
+    FIREWALL_TYPE,
     HOST_CA_TYPE,
     HOST_KEY_ROOT_TYPE,
     HOST_KEY_TYPE,
@@ -78,6 +79,7 @@ RECOVERABLE_TYPES: Final = frozenset(
         HOST_KEY_TYPE,  # issued again; the adopted Secret is updated with it
         HOST_KEY_ROOT_TYPE,  # made again, and every key derived from it
         *INSTANCE_TYPES,
+        FIREWALL_TYPE,  # a component, registered again; its merged rules are adoptable NSG rules
         STACK_TYPE,
     }
 )

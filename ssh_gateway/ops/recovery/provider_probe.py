@@ -14,6 +14,7 @@ started with the address of a minimal engine that takes its log messages.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from collections.abc import Iterator, Mapping
 from concurrent import futures
@@ -149,8 +150,13 @@ def _plugin_binary(package: str, version: str | None, env: Mapping[str, str]) ->
         found = sorted(plugins.glob(f"resource-{package}-v*/pulumi-resource-{package}"))
     runnable = [path for path in found if path.exists()]
     if not runnable:
+        # As the engine does, an ambient plugin on PATH (the reconciler's image has its plugins there: its
+        # PULUMI_HOME is an empty, writable directory).
+        ambient = shutil.which(f"pulumi-resource-{package}", path=env.get("PATH"))
+        if ambient is not None:
+            return Path(ambient)
         wanted = f"v{version}" if version else "any version"
-        raise ProbeError(f"no {package} plugin ({wanted}) in {plugins}: run scripts/bootstrap")
+        raise ProbeError(f"no {package} plugin ({wanted}) in {plugins}, nor on PATH: run scripts/bootstrap")
     return runnable[-1]
 
 

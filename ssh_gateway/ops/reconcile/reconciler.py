@@ -17,6 +17,7 @@ from typing import Any
 import yaml
 from kubernetes.client import ApiClient
 
+from ssh_gateway.core.addresses import check_dns_name
 from ssh_gateway.core.discovery import StatusError, read_memory
 from ssh_gateway.core.discovery import next_expiry as expiry_of
 from ssh_gateway.core.names import DiscoverFrom, reconcile_lease_name, stack_label, status_config_map_name
@@ -69,6 +70,10 @@ def target_of(stack: str, work_dir: Path = REPO) -> StackTarget:
             f"stack {stack}: {path.name} has no ssh-gateway:discovery section, so there is nothing to watch "
             "(docs/cluster-instances.md)"
         )
+    try:  # the Lease is named after the stack, and an object's name is a DNS name
+        check_dns_name(reconcile_lease_name(stack), what="its Lease's name")
+    except ValueError as exc:
+        raise TargetError(f"stack {stack}: {exc}; a stack to reconcile has a lowercase name") from None
     project = str(yaml.safe_load((work_dir / "Pulumi.yaml").read_text())["name"])
     return StackTarget(
         stack=stack,

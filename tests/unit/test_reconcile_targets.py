@@ -1,0 +1,71 @@
+"""`ssh-gateway reconcile`'s reading of a stack file: what it watches and where its Lease lives, and a stack it
+cannot follow refused with one line (exit 3), before it touches a cluster."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from ssh_gateway.core.names import DiscoverFrom
+from ssh_gateway.ops.exit_codes import ExitCode
+from ssh_gateway.ops.reconcile import main
+from ssh_gateway.ops.reconcile.reconciler import TargetError, target_of
+
+pytestmark = pytest.mark.unit
+
+BASE: dict[str, Any] = {
+    "ssh-gateway:pangolin": {"url": "https://pangolin.example.test/v1", "orgId": "org", "siteId": 1},
+    "ssh-gateway:ports": {"range": "40000-40019"},
+    "ssh-gateway:gateway": {"hostTemplate": "ssh-{instance}.example.test"},
+    "ssh-gateway:firewall": {"enabled": False},
+    "ssh-gateway:kubernetes": {"namespace": "gpu-dev", "context": "prod"},
+}
+DISCOVERY = {"from": "pods", "namespaces": ["gpu-users", "gpu-staff"], "selector": {"ssh-gateway.io/expose": "true"}}
+
+
+def project(tmp_path: Path, stack: str, config: dict[str, Any]) -> Path:
+    (tmp_path / "Pulumi.yaml").write_text("name: ssh-gateway\nstackConfigDir: stacks\n")
+    (tmp_path / "stacks").mkdir(exist_ok=True)
+    (tmp_path / "stacks" / f"Pulumi.{stack}.yaml").write_text(yaml.safe_dump({"config": config}))
+    return tmp_path
+
+
+def test_a_stack_file_gives_the_selection_and_where_the_lease_lives(tmp_path: Path) -> None:
+    work = project(tmp_path, "prod-a", {**BASE, "ssh-gateway:discovery": DISCOVERY})
+    target = target_of("prod-a", work)
+    assert (target.kind, target.namespaces, dict(target.selector)) == (
+        DiscoverFrom.PODS,
+        ("gpu-users", "gpu-staff"),
+        {"ssh-gateway.io/expose": "true"},
+    )
+    assert (target.status_namespace, target.context, target.project) == ("gpu-dev", "prod", "ssh-gateway")
+    moved = project(tmp_path, "prod-b", {**BASE, "ssh-gateway:discovery": {**DISCOVERY, "statusNamespace": "gw"}})
+    assert target_of("prod-b", moved).status_namespace == "gw"
+
+
+@pytest.mark.parametrize(
+    ("stack", "config", "says"),
+    [
+        ("plain", BASE, "has no ssh-gateway:discovery section, so there is nothing to watch"),
+        ("Prod_A", {**BASE, "ssh-gateway:discovery": DISCOVERY}, "'ssh-gateway-reconcile-Prod_A' is not a DNS name"),
+        ("bad", {**BASE, "ssh-gateway:discovery": {**DISCOVERY, "from": "pod"}}, "ssh-gateway:discovery.from"),
+    ],
+)
+def test_a_stack_it_cannot_follow_is_refused_in_one_line(
+    tmp_path: Path, stack: str, config: dict[str, Any], says: str
+) -> None:
+    with pytest.raises(TargetError) as refused:
+        target_of(stack, project(tmp_path, stack, config))
+    assert says in str(refused.value)
+    assert str(refused.value).startswith(f"stack {stack}: ")
+
+
+def test_the_command_refuses_a_stack_without_a_file_with_exit_3_and_one_line(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["--once", "--stack", "no-such-stack-for-reconcile"]) == ExitCode.REFUSED
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "reconcile: stack no-such-stack-for-reconcile: cannot read" in err, err

@@ -16,7 +16,7 @@ from typing import Any
 
 from ssh_gateway.core.names import urn_type
 
-__all__ = ["Diagnostic", "Preview", "ResourceState", "Step", "parse_preview"]
+__all__ = ["Preview", "Step", "parse_preview"]
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from ssh_gateway.ops.command import Command, add_ambient, say_error
 from ssh_gateway.ops.exit_codes import ExitCode
 from ssh_gateway.plumbing.toolchain import REPO, pulumi_env
 
-__all__ = ["COMMAND", "PreviewRun", "run_preview", "summary_json", "summary_markdown"]
+__all__ = ["COMMAND", "run_preview", "summary_json", "summary_markdown"]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -22,7 +22,7 @@ from kubernetes.client import ApiClient
 from ssh_gateway.core.names import DiscoverFrom
 from ssh_gateway.kube import api_client
 from ssh_gateway.local.control_plane import ControlPlane, start_control_plane, stop_control_plane
-from ssh_gateway.ops.reconcile.lease import StackLease
+from ssh_gateway.ops.reconcile.lease import LeaseLost, StackLease
 from ssh_gateway.ops.reconcile.watch import StackWatch
 from ssh_gateway.ops.reconcile.worker import Action, StackWorker
 
@@ -214,3 +214,37 @@ def test_two_replicas_of_one_stack_never_run_two_ups_at_once_and_lose_nothing(
     covered = [f for e, f in record.events if e == "up-covered"]
     assert covered, record.events
     assert len(ups) < 2 * 7, ups
+
+
+def test_a_standby_takes_the_lease_once_its_holder_stops_renewing_and_never_while_it_renews(
+    kube: ControlPlane, kube_namespace: str
+) -> None:
+    def lease(who: str) -> StackLease:
+        name = "ssh-gateway-reconcile-it"
+        return StackLease(
+            client_of(kube), namespace=kube_namespace, name=name, identity=who, stack_label="p.it", seconds=3
+        )
+
+    dead, standby, third = lease("dead"), lease("standby"), lease("third")
+    stop = threading.Event()
+    assert dead.acquire(stop) is None  # taken, then never renewed nor released: a replica killed during its up
+    waited: list[str] = []
+    started = time.monotonic()
+    standby.acquire(stop, waited.append)
+    took = time.monotonic() - started
+    assert waited == ["dead"]
+    assert 3.0 <= took < 6.0, took  # the lease's 3 s unrenewed, on the standby's own clock
+    with pytest.raises(LeaseLost):
+        dead.renew()  # its holder, back from the dead, finds it taken
+
+    # Renewed, it is never taken: a third replica waits past several lease durations in vain.
+    renewing, given_up = threading.Event(), threading.Event()
+    lost: list[str] = []
+    standby.hold(renewing, lost.append)
+    threading.Timer(7.0, given_up.set).start()
+    with pytest.raises(LeaseLost, match="stopped while waiting"):
+        third.acquire(given_up)
+    renewing.set()
+    assert lost == []
+    standby.release(None)
+    assert third.acquire(stop) is None  # released: taken at once

@@ -34,10 +34,8 @@ __all__ = ["LEASE_SECONDS", "LastUp", "LeaseLost", "StackLease"]
 
 LEASE_SECONDS: Final = 30
 """How long a lease lasts unrenewed: a dead holder's stack waits at most this long for the standby."""
-RENEW_SECONDS: Final = 10.0
-"""How often the holder renews while its `up` runs (a third of the lease: two renewals may fail in a row)."""
 RETRY_SECONDS: Final = 2.0
-"""How often a waiting replica asks again."""
+"""How often a waiting replica asks again (at most; a shorter lease asks more often)."""
 REQUEST_TIMEOUT: Final = (5.0, 15.0)
 
 _NOT_FOUND: Final = 404
@@ -71,8 +69,19 @@ class _Seen:
 class StackLease:
     """The lease `namespace/name`, taken by `identity` with `acquire`, renewed by `hold`, given back by `release`."""
 
-    def __init__(self, api: ApiClient, *, namespace: str, name: str, identity: str, stack_label: str) -> None:
+    def __init__(
+        self,
+        api: ApiClient,
+        *,
+        namespace: str,
+        name: str,
+        identity: str,
+        stack_label: str,
+        seconds: int = LEASE_SECONDS,
+    ) -> None:
         self._api = CoordinationV1Api(api)
+        self.seconds = seconds
+        """How long the lease lasts unrenewed; renewed every third of it (two renewals may fail in a row)."""
         self.namespace = namespace
         self.name = name
         self.identity = identity
@@ -96,7 +105,7 @@ class StackLease:
             if on_wait is not None and not told:
                 on_wait(holder)
                 told = True
-            stop.wait(RETRY_SECONDS)
+            stop.wait(min(RETRY_SECONDS, self.seconds / 3))
         raise LeaseLost(f"stopped while waiting for the lease {self.namespace}/{self.name}")
 
     def _try_acquire(self) -> bool:
@@ -112,14 +121,14 @@ class StackLease:
         if self._seen is None or self._seen.version != version:
             self._seen = _Seen(version=version, holder=spec.holder_identity, since=time.monotonic())
         held_by_other = spec.holder_identity not in (None, "", self.identity)
-        duration = spec.lease_duration_seconds or LEASE_SECONDS
+        duration = spec.lease_duration_seconds or self.seconds
         if held_by_other and time.monotonic() - self._seen.since < duration:
             return False
         # Free (released), ours, or expired: its holder stopped renewing (gone, or cut off from the API server).
         if spec.holder_identity != self.identity:
             spec.lease_transitions = (spec.lease_transitions or 0) + 1
         spec.holder_identity = self.identity
-        spec.lease_duration_seconds = LEASE_SECONDS
+        spec.lease_duration_seconds = self.seconds
         spec.acquire_time = now
         spec.renew_time = now
         current.spec = spec
@@ -134,7 +143,7 @@ class StackLease:
             ),
             spec=V1LeaseSpec(
                 holder_identity=self.identity,
-                lease_duration_seconds=LEASE_SECONDS,
+                lease_duration_seconds=self.seconds,
                 acquire_time=now,
                 renew_time=now,
                 lease_transitions=0,
@@ -173,18 +182,21 @@ class StackLease:
             raise LeaseLost(f"cannot renew the lease {self.namespace}/{self.name}: {_problem(exc)}") from None
 
     def hold(self, stop: threading.Event, on_lost: Callable[[str], None]) -> threading.Thread:
-        """A thread renewing the lease every `RENEW_SECONDS` until `stop` is set; `on_lost(why)` once if it cannot."""
+        """A thread renewing the lease every third of `seconds` until `stop` is set; `on_lost(why)` once if it
+        cannot for longer than the lease lasts (the `up` goes on: killing it would need a recovery; the backend's
+        stack lock keeps another replica's `up` out)."""
 
         def renew_until_stopped() -> None:
             failing_since: float | None = None
-            while not stop.wait(RENEW_SECONDS):
+            every = self.seconds / 3
+            while not stop.wait(every):
                 try:
                     self.renew()
                     failing_since = None
                 except LeaseLost as exc:
                     failing_since = failing_since or time.monotonic()
                     # Held on while renewals fail for less than a lease: the API server may be back in time.
-                    if time.monotonic() - failing_since >= LEASE_SECONDS - RENEW_SECONDS:
+                    if time.monotonic() - failing_since >= self.seconds - every:
                         on_lost(str(exc))
                         return
 
@@ -194,7 +206,7 @@ class StackLease:
 
     def release(self, last: LastUp | None) -> None:
         """Gives the lease back (holder cleared: the other replica takes it at once), recording the `up` it ran.
-        A failure is swallowed: the lease then expires by itself after `LEASE_SECONDS`."""
+        A failure is swallowed: the lease then expires by itself after `seconds`."""
         try:
             lease, spec = self._held()
         except LeaseLost:

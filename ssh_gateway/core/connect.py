@@ -76,12 +76,6 @@ from .ports import PORT_MAX, PORT_MIN, is_port
 from .targets import StaticTarget, cluster_dns_name
 
 __all__ = [
-    "CONNECT_UPGRADE",
-    "ENVOY_FILTER_API",
-    "GATEWAY_API",
-    "GATEWAY_FILTER_NAME",
-    "GATEWAY_NAME",
-    "GATEWAY_SERVER_PORT_NAME",
     "HCM_FILTER",
     "HCM_TYPE",
     "ROUTER_FILTER",

@@ -51,7 +51,6 @@ __all__ = [
     "derive_identity",
     "derived_host_key",
     "next_window_start",
-    "signed_certificate",
 ]
 
 _SECONDS_PER_DAY: Final = 86_400

@@ -39,9 +39,7 @@ from .settings import NAMESPACE, ConnectModeInstance, Instance, Settings, Settin
 from .targets import cluster_dns_name
 
 __all__ = [
-    "NameProblem",
     "check_derived_names",
-    "derived_name_problem",
     "dns_name_problem",
     "instance_name_problem",
     "nsg_rule_problem",

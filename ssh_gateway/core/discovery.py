@@ -52,7 +52,6 @@ from .settings import (
 from .targets import cluster_dns_name
 
 __all__ = [
-    "POD_NAME_LABEL",
     "Found",
     "Outcome",
     "Refusal",
@@ -65,8 +64,6 @@ __all__ = [
     "next_status",
     "read_memory",
     "read_selections",
-    "rfc3339",
-    "selection_of",
 ]
 
 POD_NAME_LABEL: Final = "statefulset.kubernetes.io/pod-name"

@@ -29,9 +29,6 @@ from .names import CONNECT_RULE_NAME, merged_rule_key, merged_rule_name, nsg_rul
 from .settings import FirewallOn, Settings
 
 __all__ = [
-    "AZURE_ADDRESSES_MAX",
-    "AZURE_RULES_MAX",
-    "AZURE_RULE_NAME_MAX",
     "NsgRule",
     "NsgView",
     "PlannedRule",

@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-__all__ = ["Binding", "Conflict", "Contest", "OrgView", "contest", "losers"]
+__all__ = ["Binding", "Conflict", "OrgView", "contest", "losers"]
 
 
 @dataclass(frozen=True, kw_only=True, order=True)

@@ -14,7 +14,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Final
 
-__all__ = ["LOCAL_STACK", "DeployedStack", "ShardsError", "deployed_stacks", "environment_of"]
+__all__ = ["DeployedStack", "ShardsError", "deployed_stacks", "environment_of"]
 
 LOCAL_STACK: Final = "local"
 _STACK_FILE: Final = re.compile(r"^Pulumi\.(?P<stack>[A-Za-z0-9_.-]+)\.yaml$")

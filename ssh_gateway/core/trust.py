@@ -27,8 +27,6 @@ from .host_identity import host_patterns, instance_host_pattern, normalize_princ
 from .names import INSTANCE_PLACEHOLDER, public_host, ssh_alias
 
 __all__ = [
-    "KNOWN_HOSTS_DIR",
-    "KnownHostsEntry",
     "ca_comment",
     "ca_patterns",
     "connect_principals",

@@ -25,7 +25,7 @@ from ssh_gateway.plumbing.toolchain import REPO, pulumi_env
 from .exit_codes import ExitCode
 from .preview_steps import Preview, parse_preview
 
-__all__ = ["Drift", "drift_of", "report", "run"]
+__all__ = ["Drift", "report", "run"]
 
 # Steps that only read: everything else is a change the preview proposes.
 _QUIET_OPS: Final = frozenset({"same", "read", "refresh", "discard", "read-discard"})

@@ -40,7 +40,7 @@ from .command import Command
 from .exit_codes import ExitCode
 from .stack_outputs import outputs_of
 
-__all__ = ["COMMAND", "GatewayConfigError", "GatewayFile", "StackGateway", "plan", "render_diff", "stack_gateway"]
+__all__ = ["COMMAND", "plan", "render_diff"]
 
 TRAEFIK_FILE: Final = "traefik-entrypoints.yml"
 GERBIL_FILE: Final = "docker-compose.gerbil-ports.yml"

@@ -54,7 +54,6 @@ __all__ = [
     "COMMAND",
     "HostIdentityFilesError",
     "InstanceRefused",
-    "StackView",
     "identity_files",
     "read_stack",
     "stack_identity_files",

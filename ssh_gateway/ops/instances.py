@@ -28,7 +28,6 @@ from ruamel.yaml.error import YAMLError
 from ssh_gateway.core.settings import INSTANCE_KEYS, Settings, SettingsError, decode_config, parse_settings
 
 __all__ = [
-    "INSTANCES_KEY",
     "INSTANCE_KEYS",
     "InstanceError",
     "add_instance",

@@ -49,7 +49,7 @@ from .preview_context import (
 )
 from .preview_steps import Preview, Step, parse_preview
 
-__all__ = ["InstanceChange", "Summary", "render", "summarize"]
+__all__ = ["Summary", "render", "summarize"]
 
 
 EXHAUSTION_THRESHOLD: Final = 0.8

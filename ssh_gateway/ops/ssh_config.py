@@ -46,10 +46,7 @@ from ssh_gateway.core.ports import is_port
 from ssh_gateway.core.trust import known_hosts_file
 
 __all__ = [
-    "FileChange",
-    "HostBlock",
     "Layout",
-    "Plan",
     "SshConfigError",
     "StackSsh",
     "apply",

@@ -42,7 +42,6 @@ __all__ = [
     "first_up_env",
     "holds_resources",
     "main",
-    "planned_create_types",
 ]
 
 SKIP_CHECKPOINTS: Final = {"PULUMI_SKIP_CHECKPOINTS": "true"}

@@ -30,8 +30,6 @@ from .model import Check, Endpoint
 
 __all__ = [
     "check_connect",
-    "check_connect_host_identity",
-    "check_connect_host_key",
     "connect_checks",
     "connect_request",
 ]

@@ -10,7 +10,7 @@ from ssh_gateway.core.names import connect_resource_name, pangolin_resource_name
 from ssh_gateway.core.outputs import DEFAULT_GATEWAY_KIND, DEFAULT_VIA, GatewayKind, Routing, Via, parse_stack_outputs
 from ssh_gateway.core.trust import lookup_key, parse_known_hosts
 
-__all__ = ["LAYERS", "Check", "Endpoint", "InstanceReport", "Status", "endpoints_from_outputs", "host_key_aliases"]
+__all__ = ["LAYERS", "Check", "Endpoint", "InstanceReport", "Status", "endpoints_from_outputs"]
 
 Status = Literal["ok", "fail", "warn", "skip"]
 """ok: passed; fail: this layer is broken; warn: could not be checked; skip: not reached or not applicable."""

@@ -16,7 +16,7 @@ import httpx
 
 from ssh_gateway.core.outputs import parse_stack_outputs
 
-__all__ = ["TraefikFinding", "check_entry_points"]
+__all__ = ["check_entry_points"]
 
 
 @dataclass(frozen=True)

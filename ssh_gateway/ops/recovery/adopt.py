@@ -58,7 +58,6 @@ from ssh_gateway.plumbing.pulumi_cli import SECRET_SIG, SECRET_SIG_KEY, PulumiFa
 
 __all__ = [
     "ADOPTABLE_TYPES",
-    "RECOVERABLE_TYPES",
     "AdoptError",
     "Adoption",
     "adopt",

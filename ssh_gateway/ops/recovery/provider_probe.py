@@ -26,7 +26,7 @@ import grpc
 from google.protobuf import empty_pb2, json_format, struct_pb2
 from pulumi.runtime.proto import engine_pb2_grpc, provider_pb2, provider_pb2_grpc
 
-__all__ = ["ProbeError", "ProviderProbe", "provider_probe"]
+__all__ = ["ProbeError", "provider_probe"]
 
 _CONNECT_TIMEOUT = 60.0
 _CALL_TIMEOUT = 120.0

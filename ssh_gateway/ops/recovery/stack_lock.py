@@ -18,7 +18,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
-__all__ = ["HolderState", "Lock", "holder_state", "read_lock"]
+__all__ = ["Lock", "holder_state", "read_lock"]
 
 HolderState = Literal["alive", "gone", "unknown"]
 

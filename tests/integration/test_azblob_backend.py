@@ -176,12 +176,12 @@ def test_recover_clears_a_dead_runs_lock_blob_and_refuses_another_hosts(
     assert blobs(azurite, lock_prefix(stack)) == sorted([ours, theirs])
     assert audit(emulator, stack, names).pending > 0  # the pending creates are still there too
 
-    # Once the operator knows that run is gone (and deletes its lock), recover clears the dead local one.
-    with azurite.container_client() as container:
-        container.delete_blob(theirs)
-    recovered = recover(stack, "--ambient", "--json", env=env)
+    # Once the operator knows that host is gone and names it (as `ssh-gateway reconcile` names a deleted pod whose
+    # Lease it took over), recover clears its lock and the dead local one.
+    recovered = recover(stack, "--ambient", "--json", "--gone-host", "ci-runner-elsewhere", env=env)
     assert recovered.returncode == 0, recovered.stdout + recovered.stderr
     report = json.loads(recovered.stdout)
+    assert "removed the lock of pid 4242 on ci-runner-elsewhere: that host is gone" in report["done"]
     assert f"removed the lock of pid {up.pid} on {os.uname().nodename}: that process is gone" in report["done"]
     assert blobs(azurite, lock_prefix(stack)) == []
     between = audit(emulator, stack, names)

@@ -120,6 +120,7 @@ def test_the_rbac_grants_what_the_reconciler_needs_and_forbids_the_rest(
         ("get", "leases", status, lease),
         ("create", "leases", status, lease),
         ("update", "leases", status, lease),
+        ("get", "pods", status, ""),  # whether the replica whose Lease expired is gone
     ]
     forbidden = [
         ("list", "pods", status, ""),  # only the selected namespaces

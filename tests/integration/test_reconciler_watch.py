@@ -10,7 +10,7 @@ import signal
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,6 +23,7 @@ from ssh_gateway.core.names import DiscoverFrom
 from ssh_gateway.kube import api_client
 from ssh_gateway.local.control_plane import ControlPlane, start_control_plane, stop_control_plane
 from ssh_gateway.ops.reconcile.lease import LeaseLost, StackLease
+from ssh_gateway.ops.reconcile.reconciler import pod_gone
 from ssh_gateway.ops.reconcile.watch import StackWatch
 from ssh_gateway.ops.reconcile.worker import Action, StackWorker
 
@@ -38,8 +39,13 @@ class Record:
     events: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def runner(self, who: str, seconds: float) -> Callable[[Action, str], int]:
-        def run(action: Action, _stack: str) -> int:
+    calls: list[tuple[Action, tuple[str, ...]]] = field(default_factory=list)
+    """Every step run: its action and arguments."""
+
+    def runner(self, who: str, seconds: float) -> Callable[[Action, str, Sequence[str]], int]:
+        def run(action: Action, _stack: str, arguments: Sequence[str]) -> int:
+            with self.lock:
+                self.calls.append((action, tuple(arguments)))
             if action == "up":
                 start = time.monotonic()
                 time.sleep(seconds)
@@ -248,3 +254,40 @@ def test_a_standby_takes_the_lease_once_its_holder_stops_renewing_and_never_whil
     assert lost == []
     standby.release(None)
     assert third.acquire(stop) is None  # released: taken at once
+
+
+def test_a_lease_taken_over_from_a_deleted_pod_clears_its_stack_lock_and_one_from_a_live_pod_does_not(
+    kube: ControlPlane, kube_namespace: str
+) -> None:
+    api = client_of(kube)
+
+    def lease(who: str) -> StackLease:
+        name = f"ssh-gateway-reconcile-{who}-stack"
+        return StackLease(api, namespace=kube_namespace, name=name, identity=who, stack_label="p.it", seconds=2)
+
+    with kube.client() as http:  # the replica "alive-0" still exists as a pod; "deleted-0" does not
+        http.post(f"/api/v1/namespaces/{kube_namespace}/pods", json=pod("alive-0", {})).raise_for_status()
+    stop = threading.Event()
+    for old, gone in (("deleted-0", True), ("alive-0", False)):
+        lease(old).acquire(stop)  # taken for an up, then never renewed: its replica died, or is cut off
+        record = Record()
+        newcomer = StackLease(
+            api,
+            namespace=kube_namespace,
+            name=f"ssh-gateway-reconcile-{old}-stack",
+            identity="new-0",
+            stack_label="p.it",
+            seconds=2,
+        )
+        worker = StackWorker(
+            "it",
+            run_step=record.runner("new-0", 0.1),
+            lease=newcomer,
+            log=record.log,
+            host_gone=lambda host: pod_gone(api, kube_namespace, host),
+        )
+        worker.run_once(["change"], time.time(), stop)
+        assert newcomer.taken_from == old
+        recover = [arguments for action, arguments in record.calls if action == "recover"]
+        assert recover == [("--gone-host", old) if gone else ()], (old, record.calls)
+        assert [f["holder_gone"] for e, f in record.events if e == "lease-taken-over"] == [gone]

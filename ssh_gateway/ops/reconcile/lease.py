@@ -88,6 +88,9 @@ class StackLease:
         self._stack_label = stack_label
         self._lease: V1Lease | None = None
         self._seen: _Seen | None = None
+        self.taken_from: str | None = None
+        """The holder this replica last took the lease from once it expired (it stopped renewing mid-`up`: dead,
+        or cut off), None when the lease was free; set by `acquire`."""
 
     # --- taking it ---------------------------------------------------------------------------------------------
 
@@ -115,6 +118,7 @@ class StackLease:
         except ApiException as exc:
             if exc.status != _NOT_FOUND:
                 raise
+            self.taken_from = None
             return self._create(now)
         spec = current.spec or V1LeaseSpec()
         version = str(current.metadata.resource_version if current.metadata else "")
@@ -124,6 +128,7 @@ class StackLease:
         duration = spec.lease_duration_seconds or self.seconds
         if held_by_other and time.monotonic() - self._seen.since < duration:
             return False
+        self.taken_from = spec.holder_identity if held_by_other else None
         # Free (released), ours, or expired: its holder stopped renewing (gone, or cut off from the API server).
         if spec.holder_identity != self.identity:
             spec.lease_transitions = (spec.lease_transitions or 0) + 1

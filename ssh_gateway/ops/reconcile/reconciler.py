@@ -12,10 +12,12 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
+import urllib3
 import yaml
-from kubernetes.client import ApiClient
+from kubernetes.client import ApiClient, CoreV1Api
+from kubernetes.client.exceptions import ApiException
 
 from ssh_gateway.core.addresses import check_dns_name
 from ssh_gateway.core.discovery import StatusError, read_memory
@@ -31,6 +33,9 @@ from .watch import StackWatch
 from .worker import Action, Log, RunStep, StackWorker
 
 __all__ = ["StackTarget", "TargetError", "reconcile", "subprocess_steps", "target_of"]
+
+
+_NOT_FOUND: Final = 404
 
 
 class TargetError(ValueError):
@@ -92,8 +97,8 @@ def subprocess_steps(*, ambient: bool, skip_preview: bool, work_dir: Path = REPO
     """Each step as the project's own command, `python -m ssh_gateway.ops <action> --stack S`, in this process's
     group (a container killed kills it too: the next start heals what it left)."""
 
-    def run(action: Action, stack: str) -> int:
-        argv = [sys.executable, "-m", "ssh_gateway.ops", action, "--stack", stack]
+    def run(action: Action, stack: str, arguments: Sequence[str]) -> int:
+        argv = [sys.executable, "-m", "ssh_gateway.ops", action, "--stack", stack, *arguments]
         argv += ["--ambient"] if ambient else []
         argv += ["--", "--skip-preview"] if skip_preview and action == "up" else []
         return subprocess.run(argv, cwd=work_dir, check=False).returncode  # noqa: S603 - our own argv
@@ -104,6 +109,21 @@ def subprocess_steps(*, ambient: bool, skip_preview: bool, work_dir: Path = REPO
 def default_identity() -> str:
     """Who holds a lease: the pod's name (the Deployment passes `POD_NAME`), else host and pid."""
     return os.environ.get("POD_NAME") or f"{socket.gethostname()}-{os.getpid()}"
+
+
+def pod_gone(api: ApiClient, namespace: str | None, name: str) -> bool:
+    """Whether the pod `namespace/name` no longer exists: its containers have stopped (the API server removes a pod
+    once its kubelet says so), so a stack lock its reconciler left is stale. False when unknown: outside a pod (no
+    `POD_NAMESPACE`), or the API server does not answer 404."""
+    if not namespace:
+        return False
+    try:
+        CoreV1Api(api).read_namespaced_pod(name, namespace, _request_timeout=(5.0, 15.0))
+    except ApiException as exc:
+        return bool(exc.status == _NOT_FOUND)
+    except (urllib3.exceptions.HTTPError, OSError):
+        return False
+    return False
 
 
 @dataclass
@@ -131,7 +151,15 @@ def _stack(target: StackTarget, *, run_step: RunStep, log: Log, identity: str, *
             return None  # the resync covers it
         return None if at is None else at.timestamp()
 
-    worker = StackWorker(target.stack, run_step=run_step, lease=lease, log=log, next_expiry=next_expiry, **timing)
+    worker = StackWorker(
+        target.stack,
+        run_step=run_step,
+        lease=lease,
+        log=log,
+        next_expiry=next_expiry,
+        host_gone=lambda host: pod_gone(api, os.environ.get("POD_NAMESPACE"), host),
+        **timing,
+    )
     return _Stack(target=target, api=api, worker=worker)
 
 

@@ -18,7 +18,7 @@ import json
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Final, Literal, TextIO
@@ -49,8 +49,8 @@ CLOCK_MARGIN: Final = 2.0
 kept by NTP, differ by far less."""
 
 Action = Literal["recover", "up"]
-RunStep = Callable[[Action, str], int]
-"""Runs `ssh-gateway <action> --stack <stack>` and returns its exit code (a test counts the calls)."""
+RunStep = Callable[[Action, str, Sequence[str]], int]
+"""Runs `ssh-gateway <action> --stack <stack> [arguments]` and returns its exit code (a test counts the calls)."""
 Log = Callable[..., None]
 """Writes one structured log line: `log(event, stack=..., **fields)`."""
 
@@ -90,6 +90,7 @@ class StackWorker:
         lease: StackLease | None,
         log: Log,
         next_expiry: Callable[[], float | None] = lambda: None,
+        host_gone: Callable[[str], bool] = lambda _host: False,
         debounce: float = DEBOUNCE_SECONDS,
         max_delay: float = MAX_DELAY_SECONDS,
         resync: float = RESYNC_SECONDS,
@@ -99,6 +100,7 @@ class StackWorker:
         self._lease = lease
         self._log = log
         self._next_expiry = next_expiry
+        self._host_gone = host_gone
         self._debounce = debounce
         self._max_delay = max_delay
         self._resync = resync
@@ -144,13 +146,20 @@ class StackWorker:
                 self._needs_heal = False
                 self._log("up-covered", stack=self.stack, reason=_shown(reasons), by=last.holder)
                 return None
+        gone: list[str] = []
+        if lease is not None and lease.taken_from is not None:
+            # Its holder stopped renewing mid-`up`: what it left needs recover, which may remove its stack lock
+            # only if its pod is gone (a lock of another host is otherwise refused: it may still run).
+            self._needs_heal = True
+            gone = [lease.taken_from] if self._host_gone(lease.taken_from) else []
+            self._log("lease-taken-over", stack=self.stack, holder=lease.taken_from, holder_gone=bool(gone))
         renewing = threading.Event()
         if lease is not None:
             lease.hold(renewing, lambda why: self._log("lease-lost", stack=self.stack, error=why))
         started = time.time()
         code: int = ExitCode.CANNOT_RUN  # what the lease records if the step raised
         try:
-            code = self._heal_and_up(reasons)
+            code = self._heal_and_up(reasons, gone)
         finally:
             renewing.set()
             if lease is not None:
@@ -161,21 +170,21 @@ class StackWorker:
     def _waiting(self, holder: str) -> None:
         self._log("lease-wait", stack=self.stack, holder=holder)
 
-    def _heal_and_up(self, reasons: list[str]) -> int:
+    def _heal_and_up(self, reasons: list[str], gone_hosts: Sequence[str]) -> int:
         if self._needs_heal:
             began = time.monotonic()
-            code = self._step("recover")
+            code = self._step("recover", [a for host in gone_hosts for a in ("--gone-host", host)])
             self._log("recover", stack=self.stack, seconds=round(time.monotonic() - began, 2), code=code)
         self._log("up-start", stack=self.stack, reason=_shown(reasons))
         began = time.monotonic()
-        code = self._step("up")
+        code = self._step("up", ())
         self._needs_heal = code != 0
         self._log("up", stack=self.stack, reason=_shown(reasons), seconds=round(time.monotonic() - began, 2), code=code)
         return code
 
-    def _step(self, action: Action) -> int:
+    def _step(self, action: Action, arguments: Sequence[str]) -> int:
         try:
-            return self._run_step(action, self.stack)
+            return self._run_step(action, self.stack, arguments)
         except OSError as exc:  # it could not even start (no python, no pulumi): a failure, healed next time
             self._log("step-error", stack=self.stack, action=action, error=f"{type(exc).__name__}: {exc}")
             return ExitCode.CANNOT_RUN

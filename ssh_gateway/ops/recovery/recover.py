@@ -6,7 +6,9 @@ What a killed `up` leaves, and what this command does about each, in this order:
    locked by 1 lock(s)`. The lock (a file, or a blob on Azure) names the pid and host of the `pulumi` process that
    took it. If that process is gone (or the pid now belongs to a process that started after the lock was taken),
    the lock is removed. If it is alive, or the lock is another host's and cannot be checked from here, nothing at
-   all is changed and the command exits 3: an `up` that is really running is never disturbed.
+   all is changed and the command exits 3: an `up` that is really running is never disturbed. The one exception
+   is a host named with `--gone-host`, whose processes the caller knows are gone: `ssh-gateway reconcile` names
+   the pod whose Lease it took over once that pod no longer exists (docs/reconciler.md).
 2. **Broken files** (file backend): a 0-byte or unreadable `<stack>.json.attrs` (every command then fails with
    `failed to load checkpoint: EOF`) is rewritten from the checkpoint; an empty or truncated checkpoint is
    replaced by its `.bak` when that is sound (the broken one is kept beside it).
@@ -113,10 +115,13 @@ class _Stop(Exception):
         self.code = code
 
 
-def recover(stack: str, *, work_dir: Path = REPO, env: dict[str, str] | None = None) -> Report:
+def recover(
+    stack: str, *, work_dir: Path = REPO, env: dict[str, str] | None = None, gone_hosts: frozenset[str] = frozenset()
+) -> Report:
     """Run the three steps on `stack`; never raises for a problem it can name (see `Report.exit_code`).
 
-    `env` is the pulumi environment (default: the offline toolchain's, whose backend is the local file one)."""
+    `env` is the pulumi environment (default: the offline toolchain's, whose backend is the local file one);
+    `gone_hosts` are other hosts whose processes are known to be gone, so their locks are stale."""
     report = Report(stack)
     try:
         env = pulumi_env() if env is None else env
@@ -127,7 +132,7 @@ def recover(stack: str, *, work_dir: Path = REPO, env: dict[str, str] | None = N
         except AzblobError as exc:
             raise _Stop(ExitCode.CANNOT_RUN, f"cannot reach the stack's backend: {exc}") from None
         if state is not None:
-            _clear_stale_locks(state, report)
+            _clear_stale_locks(state, report, gone_hosts)
         else:
             report.done.append(f"backend {backend.split('?')[0] or '(default)'} keeps its own locks: untouched")
         if isinstance(state, StackFiles):
@@ -149,12 +154,12 @@ def recover(stack: str, *, work_dir: Path = REPO, env: dict[str, str] | None = N
 # --- 1. the lock -------------------------------------------------------------------------------------------------
 
 
-def _clear_stale_locks(files: StackState, report: Report) -> None:
+def _clear_stale_locks(files: StackState, report: Report, gone_hosts: frozenset[str] = frozenset()) -> None:
     if not files.exists():
         raise _Stop(ExitCode.CANNOT_RUN, f"no stack {files.stack!r} of project {files.project!r} in {files.where}")
     locks = files.locks()
     for lock in locks:
-        state = holder_state(lock)
+        state = "gone" if lock.hostname in gone_hosts else holder_state(lock)
         if state == "alive":
             raise _Stop(
                 ExitCode.REFUSED,
@@ -170,7 +175,8 @@ def _clear_stale_locks(files: StackState, report: Report) -> None:
             )
     for lock in locks:
         files.remove_lock(lock)
-        report.done.append(f"removed the lock of pid {lock.pid} on {lock.hostname}: that process is gone")
+        why = "that host is gone" if lock.hostname in gone_hosts else "that process is gone"
+        report.done.append(f"removed the lock of pid {lock.pid} on {lock.hostname}: {why}")
 
 
 # --- 2. broken files ---------------------------------------------------------------------------------------------
@@ -364,10 +370,18 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the pulumi on PATH with the environment's backend (PULUMI_BACKEND_URL, AZURE_STORAGE_*) and secrets, "
         "not the offline toolchain's file backend",
     )
+    parser.add_argument(
+        "--gone-host",
+        action="append",
+        default=[],
+        metavar="HOST",
+        help="a host known to be gone (a deleted pod): its locks are stale and removed; repeat it for several",
+    )
 
 
 def _run(args: argparse.Namespace) -> int:
-    report = recover(str(args.stack), env=dict(os.environ) if args.ambient else None)
+    gone = frozenset(str(h) for h in args.gone_host)
+    report = recover(str(args.stack), env=dict(os.environ) if args.ambient else None, gone_hosts=gone)
     if args.json:
         print(json.dumps(asdict(report), indent=2))
     else:

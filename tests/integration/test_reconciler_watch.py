@@ -291,3 +291,35 @@ def test_a_lease_taken_over_from_a_deleted_pod_clears_its_stack_lock_and_one_fro
         recover = [arguments for action, arguments in record.calls if action == "recover"]
         assert recover == [("--gone-host", old) if gone else ()], (old, record.calls)
         assert [f["holder_gone"] for e, f in record.events if e == "lease-taken-over"] == [gone]
+
+
+def test_two_replicas_resync_once_a_period_between_them(kube: ControlPlane, kube_namespace: str) -> None:
+    record = Record()
+    stop = threading.Event()
+    workers = [
+        StackWorker(
+            "it",
+            run_step=record.runner(who, 0.2),
+            lease=StackLease(
+                client_of(kube),
+                namespace=kube_namespace,
+                name="ssh-gateway-reconcile-rs",
+                identity=who,
+                stack_label="p.it",
+            ),
+            log=record.log,
+            resync=5.0,
+        )
+        for who in ("a", "b")
+    ]
+    threads = [threading.Thread(target=w.run, args=(stop,)) for w in workers]
+    for thread in threads:
+        thread.start()
+    time.sleep(13.0)
+    stop.set()
+    for thread in threads:
+        thread.join(30)
+    resyncs = [who for *_, who in record.ups[2:]]  # after the two start passes
+    covered = [f for e, f in record.events if e == "up-covered" and f["reason"] == "resync"]
+    assert covered, record.events  # the replica whose resync came second found the other's up recent enough
+    assert len(resyncs) <= 3, resyncs  # about one a period between them (13 s, 5 s), not one each

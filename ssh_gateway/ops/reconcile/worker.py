@@ -204,8 +204,13 @@ class StackWorker:
                 self._cond.wait(min(when - now, 1.0))  # `stop` is an Event of its own: look at it every second
             else:
                 return [], 0.0
-            reasons = self._pending.reasons or ["resync" if now >= resync_at else "grace expiry"]
-            since = self._pending.first_wall or time.time()
+            if self._pending.reasons:
+                reasons, since = self._pending.reasons, self._pending.first_wall or time.time()
+            elif now >= resync_at:
+                # A resync asks for an `up` within the last period: another replica's, started since, covers it.
+                reasons, since = ["resync"], time.time() - self._resync
+            else:
+                reasons, since = ["grace expiry"], time.time()
             self._pending = _Pending()
             return reasons, since
 

@@ -93,6 +93,7 @@ COMMAND: Final = Command(
         ExitCode.FAILED: "with --once: an up failed (the worst exit code of the stacks' ups is passed on)",
         ExitCode.CANNOT_RUN: "the cluster cannot be reached with the stack's kubeconfig",
         ExitCode.REFUSED: "a stack file cannot be read, its settings are invalid, or it has no ssh-gateway:discovery",
+        ExitCode.INTERRUPTED: "with --once: stopped (SIGTERM, SIGINT) before a stack's pass ran",
     },
     run=_run,
     arguments=_add_arguments,

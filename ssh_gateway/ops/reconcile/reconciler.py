@@ -25,6 +25,7 @@ from ssh_gateway.core.discovery import next_expiry as expiry_of
 from ssh_gateway.core.names import DiscoverFrom, reconcile_lease_name, stack_label, status_config_map_name
 from ssh_gateway.kube import KubeError, api_client, read_status
 from ssh_gateway.ops.automation import stack_file
+from ssh_gateway.ops.exit_codes import ExitCode
 from ssh_gateway.ops.instances import InstanceError, validate
 from ssh_gateway.plumbing.toolchain import REPO
 
@@ -184,6 +185,8 @@ def reconcile(
             codes[s.target.stack] = s.worker.run_once(["once"], time.time(), stop)
 
         _all(stacks, one)
+        if stop.is_set() and None in codes.values():
+            return ExitCode.INTERRUPTED  # a stack's pass never ran: not a success
         ran = [c for c in codes.values() if c is not None]
         return max(ran, default=0)
     watches = [

@@ -56,6 +56,7 @@ def running(worker: StackWorker) -> Iterator[None]:
         yield
     finally:
         stop.set()
+        worker.notify()
         thread.join(10)
 
 

@@ -64,10 +64,16 @@ def _writes_since(azure: FakeAzure, before: NsgWrites) -> NsgWrites:
     )
 
 
+class UpRefused(RuntimeError):
+    """An `up` that failed: its message is the run's first `error:` line."""
+
+
 def _up(stack: str, log_file: Path, env: dict[str, str]) -> Clock:
     def run() -> None:
         if ssh_gateway_up(stack, log_file, env).wait() != 0:
-            raise RuntimeError(f"ssh-gateway up --stack {stack} failed: {log_file.read_text()[-3000:]}")
+            text = log_file.read_text()
+            errors = [line.strip().removeprefix("error:").strip() for line in text.splitlines() if "error:" in line]
+            raise UpRefused(errors[0] if errors else f"ssh-gateway up --stack {stack} failed: {text[-3000:]}")
 
     return clocked(run)
 
@@ -80,7 +86,8 @@ class Design:
     count: int
     first: NsgWrites
     first_up: Clock
-    plus_one: NsgWrites
+    plus_one: NsgWrites | str
+    """The writes of a +1, or the line that refused it (one rule per instance: a 1,001st rule)."""
     removal: NsgWrites
     rules_held: int
 
@@ -100,9 +107,14 @@ def design_writes(tmp: Path, rules: str, count: int) -> Design:
             first = _writes_since(azure, before)
             open_program(name, emu, program_config(emu, instance_names(count + 1), rules=rules, ports=ports))
             before = azure.writes(RG, NSG)
-            _up(name, tmp / f"{name}-plus.log", env)
-            plus = _writes_since(azure, before)
-            open_program(name, emu, program_config(emu, instance_names(count + 1)[1:], rules=rules, ports=ports))
+            plus: NsgWrites | str
+            try:
+                _up(name, tmp / f"{name}-plus.log", env)
+                plus = _writes_since(azure, before)
+            except UpRefused as refused:
+                plus = f"refused at preview ({_writes_since(azure, before).accepted} writes): {refused}"
+            grown = instance_names(count + 1) if isinstance(plus, NsgWrites) else names
+            open_program(name, emu, program_config(emu, grown[1:], rules=rules, ports=ports))
             before = azure.writes(RG, NSG)
             _up(name, tmp / f"{name}-minus.log", env)
             removal = _writes_since(azure, before)
@@ -265,7 +277,9 @@ def _other_rule(priority: int, prefixes: list[str]) -> dict[str, Any]:
 # --- the report ---------------------------------------------------------------------------------------------
 
 
-def _w(writes: NsgWrites) -> str:
+def _w(writes: NsgWrites | str) -> str:
+    if isinstance(writes, str):
+        return writes
     return f"**{writes.accepted}** ({writes.creates} created, {writes.updates} updated, {writes.deletes} deleted)"
 
 
@@ -347,9 +361,9 @@ def main() -> None:
         tmp = Path(tmp_name)
         refused = refusals(tmp)
         designs = [design_writes(tmp, "merged", count)]
+        fleet = fleet_timing(tmp, shards, size) if shards else None
         if not args.no_per_instance:
             designs.append(design_writes(tmp, "perInstance", count))
-        fleet = fleet_timing(tmp, shards, size) if shards else None
     print(report(designs, fleet, refused))
     print(f"\n(run took {time.perf_counter() - started:.0f} s)")
 

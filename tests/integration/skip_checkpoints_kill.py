@@ -37,7 +37,13 @@ KILL_POINTS: Final = (0.15, 0.5, 0.85)
 """The share of a first `up`'s creates made when the kill lands: early, half way, near the end."""
 
 FIREWALL_CONFIG: Final = {
-    "ssh-gateway:firewall": {"resourceGroup": "rg-gw", "nsgName": "nsg-gw", "sourceCidrs": ["203.0.113.0/24"]},
+    # A rule per instance: each one's create is a step a kill can split from its Pangolin resource's.
+    "ssh-gateway:firewall": {
+        "resourceGroup": "rg-gw",
+        "nsgName": "nsg-gw",
+        "sourceCidrs": ["203.0.113.0/24"],
+        "rules": "perInstance",
+    },
     # The stand-in's subscription, named: `recover` builds each rule's ARM id from it to read the rule back.
     "azure-native:subscriptionId": SUBSCRIPTION,
 }

@@ -111,7 +111,12 @@ def test_summary_of_a_connect_preview(emulator: EmulatorHandle, make_stack: Stac
 def test_a_connect_stack_passes_the_pack_with_its_nsg_rule(
     azure_native: str, emulator: EmulatorHandle, make_stack: StackFactory, tmp_path: Path, kind: str
 ) -> None:
-    firewall = {"resourceGroup": "rg-gw", "nsgName": "nsg-gw", "sourceCidrs": ["203.0.113.0/24"]}
+    firewall = {
+        "resourceGroup": "rg-gw",
+        "nsgName": "nsg-gw",
+        "sourceCidrs": ["203.0.113.0/24"],
+        "rules": "perInstance",
+    }
     if kind == "envoy":  # static targets behind a standalone Envoy: no Kubernetes object at all
         instances = [static_instance("a"), static_connect("c1"), static_connect("c2", 2226)]
         config = stack_config(emulator, instances, firewall=firewall, connect=envoy_section())

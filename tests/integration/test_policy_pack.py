@@ -119,7 +119,7 @@ def test_a_production_stack_open_to_the_world_is_refused(
 ) -> None:
     # The NSG rules go to the fake azure-native provider (tests/integration/fake_azure.py): the engine and the
     # policy pack see exactly the SecurityRule inputs the program registers.
-    firewall = {"resourceGroup": "rg-gw", "nsgName": "nsg-gw", "sourceCidrs": ["0.0.0.0/0"]}
+    firewall = {"resourceGroup": "rg-gw", "nsgName": "nsg-gw", "sourceCidrs": ["0.0.0.0/0"], "rules": "perInstance"}
     instances = [static_instance("a"), static_instance("b", sourceCidrs=["203.0.113.7/32"])]
     stack = make_stack(stack_config(emulator, instances, firewall=firewall, production=True))
     preview = pulumi(

@@ -83,7 +83,12 @@ def test_summary_names_the_nsg_rules_opened_and_closed(
     azure_native: str, emulator: EmulatorHandle, make_stack: StackFactory
 ) -> None:
     # The NSG rules go to the stand-in azure-native provider (fake_azure.py); the preview is the real CLI's.
-    firewall = {"resourceGroup": "rg-gw", "nsgName": "nsg-gw", "sourceCidrs": ["203.0.113.0/24"]}
+    firewall = {
+        "resourceGroup": "rg-gw",
+        "nsgName": "nsg-gw",
+        "sourceCidrs": ["203.0.113.0/24"],
+        "rules": "perInstance",
+    }
     before = [static_instance("a"), static_instance("b"), static_instance("d")]
     stack = make_stack(stack_config(emulator, before, firewall=firewall))
     stack.up()  # a 40000, b 40001, d 40002

@@ -258,7 +258,12 @@ def test_a_kill_right_after_an_nsg_rule_create_is_healed_by_recover_and_up(
     tmp_path: Path,
     pytestconfig: pytest.Config,
 ) -> None:
-    firewall = {"resourceGroup": "rg-gw", "nsgName": "nsg-gw", "sourceCidrs": ["203.0.113.0/24"]}
+    firewall = {
+        "resourceGroup": "rg-gw",
+        "nsgName": "nsg-gw",
+        "sourceCidrs": ["203.0.113.0/24"],
+        "rules": "perInstance",
+    }
     # No azure-native:subscriptionId: recover asks the provider which subscription it found by itself.
     stack = make_stack(stack_config(emulator, [static_instance("vm-a")], firewall=firewall))
     held = fake_azure.hold_after_create("ssh-gateway-vm-a")

@@ -47,7 +47,13 @@ def registered_rules(mocks: RecordingMocks, **firewall: Any) -> list[Resource]:
     run_program(
         settings(
             production=True,
-            firewall={"resourceGroup": "rg", "nsgName": "nsg", "sourceCidrs": ["203.0.113.0/24"], **firewall},
+            firewall={
+                "resourceGroup": "rg",
+                "nsgName": "nsg",
+                "sourceCidrs": ["203.0.113.0/24"],
+                "rules": "perInstance",  # a rule per instance, each child of its SshInstance
+                **firewall,
+            },
         )
     )
     return [

@@ -43,6 +43,7 @@ def settings(**overrides: Any) -> Any:
             "nsgName": "nsg-gw",
             "sourceCidrs": ["203.0.113.0/24"],
             "priorityBase": 1000,
+            "rules": "perInstance",  # what these tests look at; merged rules: test_program_firewall.py
         },
         "instances": [
             {"name": "gpu-01", "user": "alice"},

@@ -41,6 +41,7 @@ FIREWALL: dict[str, Any] = {
     "nsgName": "nsg-gw",
     "sourceCidrs": ["203.0.113.0/24"],
     "priorityBase": 1000,
+    "rules": "perInstance",  # what these tests count: a rule per instance
 }
 MIXED: list[dict[str, Any]] = [
     {"name": "gpu-01", "user": "alice"},

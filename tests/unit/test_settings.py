@@ -126,7 +126,15 @@ def test_target_and_firewall_are_unions_tagged_by_their_field() -> None:
             "ssh-gateway:instances[0].podPort: not a key of target static; it belongs to target nodePort and clusterIp",
         ),
         (
-            {"firewall": {"resourceGroup": "rg", "nsgName": "n", "sourceCidrs": ["10.0.0.0/8"], "priorityBase": 4090}},
+            {
+                "firewall": {
+                    "resourceGroup": "rg",
+                    "nsgName": "n",
+                    "sourceCidrs": ["10.0.0.0/8"],
+                    "priorityBase": 4090,
+                    "rules": "perInstance",  # a block of the range's size
+                }
+            },
             "ssh-gateway:firewall.priorityBase: priorities 4090-4109",
         ),
         (
@@ -425,7 +433,13 @@ def test_connect_entry_is_a_union_tagged_by_via() -> None:
         (
             {
                 "ports": {"range": "20000-23996"},
-                "firewall": {"resourceGroup": "rg", "nsgName": "n", "sourceCidrs": ["10.0.0.0/8"], "priorityBase": 100},
+                "firewall": {
+                    "resourceGroup": "rg",
+                    "nsgName": "n",
+                    "sourceCidrs": ["10.0.0.0/8"],
+                    "priorityBase": 100,
+                    "rules": "perInstance",
+                },
                 "connect": {"public": {"port": 30000}},
             },
             "ssh-gateway:firewall.priorityBase: no NSG priority is left for the CONNECT port's rule",

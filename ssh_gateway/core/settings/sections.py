@@ -116,7 +116,7 @@ class FirewallOn(StrictModel):
         default=DEFAULT_PRIORITY_BASE, alias="priorityBase", ge=AZURE_PRIORITY_MIN, le=AZURE_PRIORITY_MAX
     )
     rules: RuleDesign = Field(
-        default=RuleDesign.PER_INSTANCE, description="one rule per set of sources (merged), or one per instance"
+        default=RuleDesign.MERGED, description="one rule per set of sources (merged), or one per instance"
     )
 
 

@@ -72,7 +72,7 @@ def _up(stack: str, log_file: Path, env: dict[str, str]) -> Clock:
     def run() -> None:
         if ssh_gateway_up(stack, log_file, env).wait() != 0:
             text = log_file.read_text()
-            errors = [line.strip().removeprefix("error:").strip() for line in text.splitlines() if "error:" in line]
+            errors = [line.rsplit("error:", 1)[1].strip() for line in text.splitlines() if "error:" in line]
             raise UpRefused(errors[0] if errors else f"ssh-gateway up --stack {stack} failed: {text[-3000:]}")
 
     return clocked(run)

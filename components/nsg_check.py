@@ -12,7 +12,7 @@ from ssh_gateway.core.firewall import RULES_KEY, RuleDesign
 from ssh_gateway.core.nsg_fit import NsgRule, NsgView, nsg_problem, planned_rules
 from ssh_gateway.core.settings import FirewallOn, Instance, Settings
 
-__all__ = ["check_nsg_fits", "read_nsg"]
+__all__ = ["check_nsg_fits"]
 
 
 def _is_address(prefix: str) -> bool:

@@ -22,7 +22,7 @@ from ssh_gateway.core.settings import FirewallOn, Settings
 
 from .firewall_rule import FirewallRuleArgs, nsg_rule
 
-__all__ = ["PortFirewall", "PortFirewallArgs", "merged_firewall"]
+__all__ = ["PortFirewall", "merged_firewall"]
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -83,7 +83,7 @@ from .pangolin_tcp import PangolinTargetArgs
 from .port_firewall import merged_firewall
 from .ssh_instance import SshInstance, SshInstanceArgs
 
-__all__ = ["build", "check_connect_port", "load_settings", "read_pangolin_org", "run"]
+__all__ = ["build", "check_connect_port", "run"]
 
 # The exit code by which pulumi's Python language host says "the error was already shown to the user": the
 # engine then adds no "Program exited with non-zero exit code" line of its own.

@@ -30,7 +30,7 @@ from kubernetes.client.exceptions import ApiException
 
 from ssh_gateway.core.names import LAST_UP_ANNOTATION, MANAGED_BY, MANAGED_BY_LABEL, STACK_LABEL
 
-__all__ = ["LEASE_SECONDS", "LastUp", "LeaseLost", "StackLease"]
+__all__ = ["LastUp", "LeaseLost", "StackLease"]
 
 LEASE_SECONDS: Final = 30
 """How long a lease lasts unrenewed: a dead holder's stack waits at most this long for the standby."""

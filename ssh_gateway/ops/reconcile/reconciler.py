@@ -33,7 +33,7 @@ from .lease import StackLease
 from .watch import StackWatch
 from .worker import Action, Log, RunStep, StackWorker
 
-__all__ = ["StackTarget", "TargetError", "reconcile", "subprocess_steps", "target_of"]
+__all__ = ["TargetError", "reconcile", "subprocess_steps", "target_of"]
 
 
 _NOT_FOUND: Final = 404

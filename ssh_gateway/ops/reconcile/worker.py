@@ -28,9 +28,6 @@ from ssh_gateway.ops.exit_codes import ExitCode
 from .lease import LastUp, LeaseLost, StackLease
 
 __all__ = [
-    "CLOCK_MARGIN",
-    "DEBOUNCE_SECONDS",
-    "RESYNC_SECONDS",
     "Action",
     "Log",
     "RunStep",

@@ -12,7 +12,7 @@ import yaml
 from ssh_gateway.core.names import DiscoverFrom
 from ssh_gateway.ops.exit_codes import ExitCode
 from ssh_gateway.ops.reconcile import main
-from ssh_gateway.ops.reconcile.reconciler import TargetError, target_of
+from ssh_gateway.ops.reconcile.reconciler import TargetError, stack_target
 
 pytestmark = pytest.mark.unit
 
@@ -35,7 +35,7 @@ def project(tmp_path: Path, stack: str, config: dict[str, Any]) -> Path:
 
 def test_a_stack_file_gives_the_selection_and_where_the_lease_lives(tmp_path: Path) -> None:
     work = project(tmp_path, "prod-a", {**BASE, "ssh-gateway:discovery": DISCOVERY})
-    target = target_of("prod-a", work)
+    target = stack_target("prod-a", work)
     assert (target.kind, target.namespaces, dict(target.selector)) == (
         DiscoverFrom.PODS,
         ("gpu-users", "gpu-staff"),
@@ -43,7 +43,7 @@ def test_a_stack_file_gives_the_selection_and_where_the_lease_lives(tmp_path: Pa
     )
     assert (target.status_namespace, target.context, target.project) == ("gpu-dev", "prod", "ssh-gateway")
     moved = project(tmp_path, "prod-b", {**BASE, "ssh-gateway:discovery": {**DISCOVERY, "statusNamespace": "gw"}})
-    assert target_of("prod-b", moved).status_namespace == "gw"
+    assert stack_target("prod-b", moved).status_namespace == "gw"
 
 
 @pytest.mark.parametrize(
@@ -58,7 +58,7 @@ def test_a_stack_it_cannot_follow_is_refused_in_one_line(
     tmp_path: Path, stack: str, config: dict[str, Any], says: str
 ) -> None:
     with pytest.raises(TargetError) as refused:
-        target_of(stack, project(tmp_path, stack, config))
+        stack_target(stack, project(tmp_path, stack, config))
     assert says in str(refused.value)
     assert str(refused.value).startswith(f"stack {stack}: ")
 

@@ -43,12 +43,12 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
 def _run(args: argparse.Namespace) -> int:
     from ssh_gateway.kube import KubeError
 
-    from .reconciler import TargetError, reconcile, subprocess_steps, target_of
+    from .reconciler import TargetError, reconcile, stack_target, subprocess_steps
     from .worker import json_log
 
     stacks = list(dict.fromkeys(str(s) for s in args.stack))
     try:
-        targets = [target_of(stack) for stack in stacks]
+        targets = [stack_target(stack) for stack in stacks]
     except TargetError as exc:
         print(f"reconcile: {exc}", file=sys.stderr)
         return ExitCode.REFUSED

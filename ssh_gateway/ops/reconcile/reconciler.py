@@ -33,7 +33,7 @@ from .lease import StackLease
 from .watch import StackWatch
 from .worker import Action, Log, RunStep, StackWorker
 
-__all__ = ["TargetError", "reconcile", "subprocess_steps", "target_of"]
+__all__ = ["TargetError", "reconcile", "stack_target", "subprocess_steps"]
 
 
 _NOT_FOUND: Final = 404
@@ -59,7 +59,7 @@ class StackTarget:
     context: str | None
 
 
-def target_of(stack: str, work_dir: Path = REPO) -> StackTarget:
+def stack_target(stack: str, work_dir: Path = REPO) -> StackTarget:
     """The stack's selection, from its stack file and the same settings model the program validates it with."""
     path = stack_file(stack, work_dir)
     try:

@@ -32,7 +32,7 @@ from ssh_gateway.core.cluster import ClusterObject, selector_text
 from ssh_gateway.core.names import DISCOVERY_PREFIX, DiscoverFrom
 from ssh_gateway.kube import KubeError, list_selected
 
-__all__ = ["StackWatch", "fingerprint"]
+__all__ = ["StackWatch", "object_fingerprint"]
 
 WATCH_SECONDS: Final = 240
 """How long the API server keeps one watch stream open; it is then resumed from the last version seen."""
@@ -51,7 +51,7 @@ is (a round of 5 requests every 20 s is nothing to an API server coming back).""
 Fingerprint = tuple[Any, ...]
 
 
-def fingerprint(kind: DiscoverFrom, obj: Mapping[str, Any]) -> Fingerprint:
+def object_fingerprint(kind: DiscoverFrom, obj: Mapping[str, Any]) -> Fingerprint:
     """What of an object can change an `up`: its uid (a pod made again under its name is new), labels, the
     `ssh-gateway.io/*` annotations and, for a Service, its type and ports. Not a pod's status, nor its IP (the
     stack's Service selects it by label), so pod churn does not trigger `up`s."""
@@ -209,7 +209,7 @@ class StackWatch:
             if known.pop(key, None) is not None:
                 self._notify(f"deleted {what} {key}")
             return
-        now = fingerprint(self._kind, raw)
+        now = object_fingerprint(self._kind, raw)
         before = known.get(key)
         if before != now:
             known[key] = now
@@ -239,7 +239,7 @@ def _problem(exc: BaseException) -> str:
 
 
 def _listed_fingerprint(kind: DiscoverFrom, obj: ClusterObject) -> Fingerprint:
-    """`fingerprint` of a listed `ClusterObject` (the reader's record), equal to the watched object's."""
+    """`object_fingerprint` of a listed `ClusterObject` (the reader's record), equal to the watched object's."""
     raw: dict[str, Any] = {
         "metadata": {"uid": obj.uid, "labels": dict(obj.labels), "annotations": dict(obj.annotations)},
     }
@@ -248,4 +248,4 @@ def _listed_fingerprint(kind: DiscoverFrom, obj: ClusterObject) -> Fingerprint:
             "type": obj.service_type,
             "ports": [{"name": p.name, "port": p.port, "nodePort": p.node_port} for p in obj.ports],
         }
-    return fingerprint(kind, raw)
+    return object_fingerprint(kind, raw)

@@ -32,7 +32,7 @@ from ssh_gateway.core.cluster import ClusterObject, selector_text
 from ssh_gateway.core.names import DISCOVERY_PREFIX, DiscoverFrom
 from ssh_gateway.kube import KubeError, list_selected
 
-__all__ = ["StackWatch", "object_fingerprint"]
+__all__ = ["StackWatch"]
 
 WATCH_SECONDS: Final = 240
 """How long the API server keeps one watch stream open; it is then resumed from the last version seen."""

@@ -105,6 +105,11 @@ def stop_detached_traefik(directory: Path, timeout: float = 10.0) -> bool:
     return _pid_file(directory).terminate(timeout)
 
 
+# Traefik's API pages its lists, 100 items by default: a gateway publishing a range of a few hundred ports (one
+# entry point and one router each) needs one page big enough for all of them.
+_PER_PAGE = 10_000
+
+
 @dataclass
 class TraefikProcess:
     """One Traefik on loopback: the stack's `entry_points`, routers from `provider_endpoint`."""
@@ -208,14 +213,14 @@ class TraefikProcess:
 
     def tcp_routers(self) -> list[dict[str, Any]]:
         """`GET /api/tcp/routers`: every TCP router Traefik holds now (`name` has the provider, `…@http`)."""
-        answer = self._get("/tcp/routers")
+        answer = self._get(f"/tcp/routers?per_page={_PER_PAGE}")
         if not isinstance(answer, list):
             raise TraefikError(f"traefik's API at {self.api_url} did not answer /tcp/routers")
         return [dict(router) for router in answer]
 
     def entry_point_names(self) -> set[str]:
         """The entry points Traefik listens on (`GET /api/entrypoints`), its API's own included."""
-        answer = self._get("/entrypoints")
+        answer = self._get(f"/entrypoints?per_page={_PER_PAGE}")
         if not isinstance(answer, list):
             raise TraefikError(f"traefik's API at {self.api_url} did not answer /entrypoints")
         return {str(entry["name"]) for entry in answer}

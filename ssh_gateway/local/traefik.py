@@ -175,7 +175,7 @@ class TraefikProcess:
         while time.monotonic() < deadline:
             if self._process.poll() is not None:
                 raise TraefikError(f"traefik exited with {self._process.returncode} while starting{self.log_tail()}")
-            listed = self._get("/entrypoints")
+            listed = self._get(f"/entrypoints?per_page={_PER_PAGE}")
             if isinstance(listed, list) and wanted <= {str(e.get("name")) for e in listed}:
                 return
             time.sleep(0.1)

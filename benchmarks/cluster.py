@@ -280,7 +280,8 @@ def seed_a(tmp: Path, cluster: Cluster, burst: int, node_ip: str = "127.0.0.1") 
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    with ExitStack() as stack, tempfile.TemporaryDirectory(prefix="bench-cluster-") as tmp_name:
+    # The directory last out: the callbacks stop sshds and Traefik by the pid files in it.
+    with tempfile.TemporaryDirectory(prefix="bench-cluster-") as tmp_name, ExitStack() as stack:
         tmp = Path(tmp_name)
         plane = start_control_plane(tmp / "kube")
         stack.callback(stop_control_plane, plane, remove_data=True)

@@ -40,8 +40,9 @@ __all__ = [
     "stop_control_plane",
 ]
 
-# A range no real cluster of ours uses; nothing ever sends traffic to it (there is no kube-proxy here).
-SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/24"
+# A range no real cluster of ours uses; nothing ever sends traffic to it (there is no kube-proxy here). A /20: a
+# shard of a few hundred Services (benchmarks.cluster) would exhaust a /24 (254 ClusterIPs; the create answers 500).
+SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/20"
 USER = "ssh-gateway-admin"
 RESTRICTED_USER = "ssh-gateway-restricted"
 """A user in no group: RBAC allows it only what a test grants it (`ControlPlane.restricted_kubeconfig`)."""

@@ -11,12 +11,13 @@ unreadable kubeconfig) is one `KubeError` with a one-line message and no credent
 partial answer, so a failure to read can never be taken for objects that are gone.
 """
 
-from .client import REQUEST_TIMEOUT, api_client
+from .client import LEASE_REQUEST_TIMEOUT, REQUEST_TIMEOUT, api_client
 from .errors import KubeError
 from .listing import PAGE_SIZE, collect_pages, list_selected
 from .status import read_status, read_statuses
 
 __all__ = [
+    "LEASE_REQUEST_TIMEOUT",
     "PAGE_SIZE",
     "REQUEST_TIMEOUT",
     "KubeError",

@@ -19,12 +19,15 @@ from kubernetes.config import (
 
 from .errors import KubeError
 
-__all__ = ["REQUEST_TIMEOUT", "api_client"]
+__all__ = ["LEASE_REQUEST_TIMEOUT", "REQUEST_TIMEOUT", "api_client"]
 
 REQUEST_TIMEOUT: Final = (5.0, 30.0)
 """Seconds to connect, and to wait for each response: one policy for every request of the reader. A listing page
 of 500 objects answers in well under a second on a healthy API server; a stuck one fails the run instead of
 hanging it."""
+LEASE_REQUEST_TIMEOUT: Final = (5.0, 15.0)
+"""The same for a Lease's read, create and renew (ssh_gateway/ops/reconcile/lease.py): half the lease's 30 s, so a
+renew that hangs fails while the lease still holds, and the next try can still renew it."""
 
 _IN_CLUSTER: Final = "KUBERNETES_SERVICE_HOST"
 

@@ -29,6 +29,7 @@ from kubernetes.client import ApiClient, CoordinationV1Api, V1Lease, V1LeaseSpec
 from kubernetes.client.exceptions import ApiException
 
 from ssh_gateway.core.names import LAST_UP_ANNOTATION, MANAGED_BY, MANAGED_BY_LABEL, STACK_LABEL
+from ssh_gateway.kube import LEASE_REQUEST_TIMEOUT
 
 __all__ = ["LastUp", "LeaseLost", "StackLease"]
 
@@ -36,7 +37,6 @@ LEASE_SECONDS: Final = 30
 """How long a lease lasts unrenewed: a dead holder's stack waits at most this long for the standby."""
 RETRY_SECONDS: Final = 2.0
 """How often a waiting replica asks again (at most; a shorter lease asks more often)."""
-REQUEST_TIMEOUT: Final = (5.0, 15.0)
 
 _NOT_FOUND: Final = 404
 _CONFLICT: Final = 409
@@ -114,7 +114,7 @@ class StackLease:
     def _try_acquire(self) -> bool:
         now = _now()
         try:
-            current = self._api.read_namespaced_lease(self.name, self.namespace, _request_timeout=REQUEST_TIMEOUT)
+            current = self._api.read_namespaced_lease(self.name, self.namespace, _request_timeout=LEASE_REQUEST_TIMEOUT)
         except ApiException as exc:
             if exc.status != _NOT_FOUND:
                 raise
@@ -155,7 +155,9 @@ class StackLease:
             ),
         )
         try:
-            self._lease = self._api.create_namespaced_lease(self.namespace, body, _request_timeout=REQUEST_TIMEOUT)
+            self._lease = self._api.create_namespaced_lease(
+                self.namespace, body, _request_timeout=LEASE_REQUEST_TIMEOUT
+            )
         except ApiException as exc:
             if exc.status == _CONFLICT:  # another replica created it first
                 return False
@@ -166,7 +168,7 @@ class StackLease:
         """A write guarded by `lease`'s resourceVersion: False when another replica wrote first."""
         try:
             self._lease = self._api.replace_namespaced_lease(
-                self.name, self.namespace, lease, _request_timeout=REQUEST_TIMEOUT
+                self.name, self.namespace, lease, _request_timeout=LEASE_REQUEST_TIMEOUT
             )
         except ApiException as exc:
             if exc.status == _CONFLICT:

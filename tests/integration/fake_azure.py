@@ -92,8 +92,9 @@ at least 20 s on real Azure. Not modelled: an operation that ends `Canceled` (su
   counted).
 - `refused` (the engine-visible text of each refusal), `creates` (the ARM id of every create asked for), `objects`
   (a copy: rule ARM id -> properties and `name`), `lock` (hold it to read several of these at one moment).
-- `hold_after_create(rule)` / `release()`: hold the answer to the create of a named rule after the object
-  exists, so a kill lands exactly between "Azure made it" and "the engine knows".
+- `hold_after_create(rule)`, `hold_after_update(rule)` / `release()`: hold the answer to the create (or the
+  update) of a named rule after Azure carried it out, so a kill lands exactly between "Azure made it" and "the
+  engine knows".
 """
 
 from __future__ import annotations
@@ -219,8 +220,10 @@ class FakeAzure:
     _versions: Iterator[int] = field(default_factory=lambda: itertools.count(1))
     _etags: dict[Nsg, int] = field(default_factory=dict)
     _absent: set[Nsg] = field(default_factory=set)
-    _holds: dict[str, threading.Event] = field(default_factory=dict)
-    _held: dict[str, threading.Event] = field(default_factory=dict)
+    _holds: dict[tuple[str, str], threading.Event] = field(default_factory=dict)
+    """(`create` or `update`, rule name) -> set by `release`."""
+    _held: dict[tuple[str, str], threading.Event] = field(default_factory=dict)
+    """(`create` or `update`, rule name) -> set when the hold begins."""
 
     # --- what a test reads and seeds ---------------------------------------------------------------------
 
@@ -262,10 +265,17 @@ class FakeAzure:
     def hold_after_create(self, rule: str) -> threading.Event:
         """Hold the answer to the create of rule `rule` once the object exists; returns the event that is set
         when the hold begins. The hold ends when the test calls `release` (or after 10 minutes)."""
+        return self._hold("create", rule)
+
+    def hold_after_update(self, rule: str) -> threading.Event:
+        """Hold the answer to the next update of rule `rule` once Azure carried it out, as `hold_after_create`."""
+        return self._hold("update", rule)
+
+    def _hold(self, write: str, rule: str) -> threading.Event:
         with self.lock:
-            self._holds[rule] = threading.Event()
-            self._held[rule] = threading.Event()
-            return self._held[rule]
+            self._holds[write, rule] = threading.Event()
+            self._held[write, rule] = threading.Event()
+            return self._held[write, rule]
 
     def release(self) -> None:
         with self.lock:
@@ -286,13 +296,14 @@ class FakeAzure:
         with self._writing(where):
             self._put(where, name, properties)
             self._counts.setdefault(where, Counter())["creates"] += 1
-        self._after_create(name)
+        self._after("create", name)
         return arm_id
 
     def update(self, where: Nsg, name: str, properties: dict[str, Any]) -> None:
         with self._writing(where):
             self._put(where, name, properties)
             self._counts.setdefault(where, Counter())["updates"] += 1
+        self._after("update", name)
 
     def delete(self, where: Nsg, name: str) -> None:
         with self._writing(where):
@@ -417,10 +428,10 @@ class FakeAzure:
         rules[name], sizes[name] = properties, size
         self._etags[where] = next(self._versions)
 
-    def _after_create(self, rule: str) -> None:
+    def _after(self, write: str, rule: str) -> None:
         with self.lock:
-            hold, held = self._holds.get(rule), self._held.get(rule)
-        if hold is not None and held is not None:
+            hold, held = self._holds.get((write, rule)), self._held.get((write, rule))
+        if hold is not None and held is not None and not held.is_set():  # one write held, not every later one
             held.set()
             hold.wait(timeout=600)
 

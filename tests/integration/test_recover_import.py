@@ -1,6 +1,7 @@
 """Issue 23, item 1: a kill -9 of `pulumi up` right after the create of a Service, of a host-key Secret and of
 an NSG rule - the object exists, the engine has the create pending - and of a first `up` without checkpoints
-right after a Service create (nothing in the state at all); then `ssh-gateway recover` and `ssh-gateway up`
+right after a Service create (nothing in the state at all), and of the merged NSG rule's create and of its
+update for a +1 (`firewall.rules: merged`); then `ssh-gateway recover` and `ssh-gateway up`
 leave 0 pending operations, 0 orphans, no "already exists" and a clean preview.
 
 The providers here refuse to create what exists, as the real ones do: pulumi-kubernetes 4.25 with
@@ -27,7 +28,8 @@ import pytest
 from pulumi import automation as auto
 
 from pangolin_emulator.harness import EmulatorHandle
-from ssh_gateway.core.names import NSG_RULE_TYPE, SECRET_TYPE, SERVICE_TYPE
+from ssh_gateway.core.firewall import ports_of
+from ssh_gateway.core.names import NSG_RULE_TYPE, SECRET_TYPE, SERVICE_TYPE, merged_rule_name
 from ssh_gateway.local.control_plane import ControlPlane
 from ssh_gateway.ops.recovery.state_backend import stack_state
 from ssh_gateway.ops.up import SKIP_CHECKPOINTS
@@ -303,3 +305,78 @@ def _clear_lock_and_pending(stack: auto.Stack) -> None:
     exported = stack.export_stack()
     deployment = {**(exported.deployment or {}), "pending_operations": []}
     stack.import_stack(auto.Deployment(version=exported.version, deployment=deployment))
+
+
+# --- Azure: the merged rule (`firewall.rules: merged`) -----------------------------------------------------------
+
+MERGED_FIREWALL = {"resourceGroup": "rg-gw", "nsgName": "nsg-gw", "sourceCidrs": ["203.0.113.0/24"], "rules": "merged"}
+
+
+def _merged_rule_clean(fake_azure: FakeAzure, stack: auto.Stack, emulator: EmulatorHandle, names: list[str]) -> None:
+    """The one merged rule is in Azure and in the state, and opens exactly the ports the instances bind."""
+    rule = merged_rule_name("ssh-gateway", stack.name, "")
+    assert _held_names(stack, NSG_RULE_TYPE) == fake_azure.rule_names() == [rule]
+    bound = {int(port) for port in stack.outputs()["allocations"].value.values()}
+    assert len(bound) == len(names)
+    assert ports_of(fake_azure.rules("rg-gw", "nsg-gw")[rule]["destinationPortRanges"]) == bound
+    result = audit(emulator, stack, names)
+    assert result.clean, result
+    stack.preview(expect_no_changes=True)
+
+
+def test_a_kill_right_after_the_merged_rule_create_is_healed_by_recover_and_up(
+    azure_native: str,
+    fake_azure: FakeAzure,
+    emulator: EmulatorHandle,
+    make_stack: StackFactory,
+    tmp_path: Path,
+    pytestconfig: pytest.Config,
+) -> None:
+    del azure_native  # asked for so the stand-in serves every command of the stack
+    names = [f"vm-{n}" for n in range(4)]
+    stack = make_stack(stack_config(emulator, [static_instance(n) for n in names], firewall=MERGED_FIREWALL))
+    rule = merged_rule_name("ssh-gateway", stack.name, "")
+    held = fake_azure.hold_after_create(rule)
+
+    _kill_at_hold(stack, held, tmp_path / "up.log", {})
+
+    assert fake_azure.rule_names() == [rule]  # Azure made it; the engine never heard
+    assert any(urn.endswith("-ports") for urn in _pending(stack)), _pending(stack)
+    fake_azure.release()
+
+    report, text = _recover_then_up(stack)
+
+    adopted = _adopted(report, NSG_RULE_TYPE)
+    show(pytestconfig, f"kill after the merged rule's create: recover adopted {len(adopted)} rule; then up")
+    assert adopted == [rule_id(SUBSCRIPTION, "rg-gw", "nsg-gw", rule)], report
+    assert _refusals(text) == [] and fake_azure.refused == []
+    _merged_rule_clean(fake_azure, stack, emulator, names)
+
+
+def test_a_kill_right_after_the_merged_rules_update_for_a_new_instance_is_healed_by_up(
+    azure_native: str,
+    fake_azure: FakeAzure,
+    emulator: EmulatorHandle,
+    make_stack: StackFactory,
+    tmp_path: Path,
+    pytestconfig: pytest.Config,
+) -> None:
+    del azure_native
+    names = [f"vm-{n}" for n in range(4)]
+    stack = make_stack(stack_config(emulator, [static_instance(n) for n in names[:3]], firewall=MERGED_FIREWALL))
+    stack.up()
+    rule = merged_rule_name("ssh-gateway", stack.name, "")
+    make_stack(stack_config(emulator, [static_instance(n) for n in names], firewall=MERGED_FIREWALL), name=stack.name)
+    held = fake_azure.hold_after_update(rule)  # the +1: its port added to the rule, the engine not told
+
+    _kill_at_hold(stack, held, tmp_path / "up.log", {})
+
+    opened = ports_of(fake_azure.rules("rg-gw", "nsg-gw")[rule]["destinationPortRanges"])
+    assert len(opened) == len(names), opened  # Azure has the new port; the state has the rule's old ports
+    fake_azure.release()
+
+    report, text = _recover_then_up(stack)
+
+    show(pytestconfig, f"kill after the merged rule's update: recover done {report.get('done')}; then up")
+    assert _refusals(text) == [] and fake_azure.refused == []
+    _merged_rule_clean(fake_azure, stack, emulator, names)

@@ -11,8 +11,9 @@ Static instances, port routing, firewall on, host identity on (the default). Eve
 
 - NSG writes (creates, updates, deletes the stand-in carried out) of a first `up` of N, a +1 and a removal, for
   each rule design (`firewall.rules: merged` and `perInstance`), each on a fresh NSG;
-- the fleet: shards one after the other, each its own port sub-range and its own `firewall.priorityBase` block,
-  all in one NSG; the rules that NSG holds at the end, the writes per shard, the time per shard;
+- the fleet: shards one after the other, each its own port sub-range, all in one NSG with the default
+  `firewall.priorityBase` (each shard's rules take the first priorities free); the rules that NSG holds at the
+  end, the writes per shard, the time per shard;
 - a +1 in the fleet's last shard vs a +1 in a fleet of 100 (one stack), wall time as a ratio within the run;
 - a stack that would break each of Azure's limits (rules, priorities, addresses, name length), previewed
   against a seeded NSG: refused with one line naming the limit, and 0 writes.
@@ -28,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ssh_gateway.core.firewall import MERGED_SLOTS
+from ssh_gateway.core.firewall import AZURE_PRIORITY_MAX
 from tests.integration.cli import pulumi
 from tests.integration.fake_azure import FakeAzure, NsgWrites, fake_azure_native
 
@@ -41,10 +42,10 @@ SOURCES = ["203.0.113.0/24"]
 
 
 def program_config(
-    emu: Any, names: list[str], *, rules: str, ports: tuple[int, int], base: int = 1000, **firewall: Any
+    emu: Any, names: list[str], *, rules: str, ports: tuple[int, int], **firewall: Any
 ) -> dict[str, Any]:
-    """`benchmarks.stacks.program_config` with the firewall on, in the one NSG of the run."""
-    fw = {"resourceGroup": RG, "nsgName": NSG, "sourceCidrs": SOURCES, "priorityBase": base, "rules": rules}
+    """`benchmarks.stacks.program_config` with the firewall on, in the one NSG of the run (default priorityBase)."""
+    fw = {"resourceGroup": RG, "nsgName": NSG, "sourceCidrs": SOURCES, "rules": rules}
     return {**base_config(emu, names, ports=ports), "ssh-gateway:firewall": {**fw, **firewall}}
 
 
@@ -142,9 +143,8 @@ class Fleet:
 def _shard_config(emu: Any, k: int, size: int, extra: int = 0) -> dict[str, Any]:
     first = FIRST_PORT + k * 2 * size
     names = instance_names(size + extra, k * size)
-    # Each shard its own block: MERGED_SLOTS priorities and the one below them, side by side (docs/scaling.md).
-    base = 1000 + k * (MERGED_SLOTS + 1)
-    return program_config(emu, names, rules="merged", ports=(first, first + 2 * size - 1), base=base)
+    # Nothing per shard but its ports and names: its rules take the first priorities no other shard's hold.
+    return program_config(emu, names, rules="merged", ports=(first, first + 2 * size - 1))
 
 
 def fleet_timing(tmp: Path, shards: int, size: int) -> Fleet:
@@ -215,7 +215,13 @@ def refusals(tmp: Path) -> list[Refusal]:
     """Each limit broken by a small stack against a seeded NSG; a preview each, then the NSG's write count."""
     cases: list[tuple[str, str, Callable[[FakeAzure], None], dict[str, Any], str]] = [
         ("1,000 rules", "perInstance", _seed_rules(998), {}, "bench-firewall-refuse-rules"),
-        ("priorities", "merged", _seed_rules(MERGED_SLOTS, first=1000), {}, "bench-firewall-refuse-priority"),
+        (
+            "priorities",
+            "merged",
+            _seed_rules(AZURE_PRIORITY_MAX - 4090 + 1, first=4090),  # every priority from the stack's base on
+            {"priorityBase": 4090},
+            "bench-firewall-refuse-priority",
+        ),
         (
             "4,000 addresses",
             "merged",

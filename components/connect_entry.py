@@ -23,7 +23,7 @@ from ssh_gateway.core.connect import (
     gateway_connect_filter,
     istio_gateway,
 )
-from ssh_gateway.core.names import CONNECT_ENTRY_TYPE, CONNECT_RULE_NAME, Role, child_name
+from ssh_gateway.core.names import CONNECT_ENTRY_TYPE, Role, child_name
 
 from .firewall_rule import FirewallRuleArgs, nsg_rule
 from .kubernetes_objects import istio_object
@@ -45,6 +45,8 @@ class ConnectEntryArgs:
     """The Pangolin resource's API, org, site and name (used when `entry` goes through Pangolin)."""
     firewall: FirewallRuleArgs | None = None
     """The CONNECT port's NSG rule (through Pangolin only); None when the stack has no firewall layer."""
+    firewall_rule_name: str
+    """That rule's name in the NSG, the stack's own (`names.connect_rule_name`)."""
     skip_await: bool = False
     """Only for control-plane-only clusters (tests): the pulumi-kubernetes await annotations."""
 
@@ -79,7 +81,7 @@ class ConnectEntry(pulumi.ComponentResource):
             resource_id = pangolin_resource.resource_id
             self.pangolin = pangolin_resource
             if args.firewall is not None:
-                self._create_firewall_rule(name, entry, args.firewall, pangolin_resource)
+                self._create_firewall_rule(name, entry, args, args.firewall, pangolin_resource)
         self.host = pulumi.Output.from_input(entry.host)
         self.port = pulumi.Output.from_input(entry.port)
         self.pangolin_resource_id = pulumi.Output.from_input(resource_id)
@@ -99,13 +101,20 @@ class ConnectEntry(pulumi.ComponentResource):
                 istio_object(child_name(name, role), manifest, skip_await=args.skip_await, opts=child)
 
     def _create_firewall_rule(
-        self, name: str, entry: PangolinEntry, fw: FirewallRuleArgs, pangolin_resource: PangolinTcpResource
+        self,
+        name: str,
+        entry: PangolinEntry,
+        args: ConnectEntryArgs,
+        fw: FirewallRuleArgs,
+        pangolin_resource: PangolinTcpResource,
     ) -> None:
-        # Like an instance's rule: opened only once Pangolin binds the port.
+        # Like an instance's rule: opened only once Pangolin binds the port. A stack whose rule had the old shared
+        # name `ssh-gateway.connect` gets it replaced, create before delete: the new one's priority is another
+        # (`nsg_fit.stack_priorities`), so the port stays open throughout.
         nsg_rule(
             child_name(name, Role.NSG_RULE),
             fw,
-            rule_name=CONNECT_RULE_NAME,
+            rule_name=args.firewall_rule_name,
             description="ssh-gateway: public ssh over HTTP CONNECT to every connect-mode instance",
             port=str(entry.port),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[pangolin_resource]),

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import pulumi
 import pulumi_azure_native as azure_native
 
-from ssh_gateway.core.firewall import RULES_KEY, RuleDesign
+from ssh_gateway.core.firewall import PRIORITY_BASE_KEY, RULES_KEY, RuleDesign
 from ssh_gateway.core.nsg_fit import NsgRule, NsgView, nsg_problem, planned_rules
 from ssh_gateway.core.settings import FirewallOn, Instance, Settings
 
@@ -62,7 +62,7 @@ def check_nsg_fits(settings: Settings, *, project: str, stack: str, extra: Seque
     try:
         planned = planned_rules(settings, project=project, stack=stack, nsg=view)
     except ValueError as exc:
-        raise pulumi.RunError(f"{RULES_KEY}: {exc}") from None
+        raise pulumi.RunError(f"{PRIORITY_BASE_KEY}: {exc}") from None
     hint = ""
     if fw.rules == RuleDesign.PER_INSTANCE:
         hint = f"; {RULES_KEY}: {RuleDesign.MERGED} opens them with one rule per set of sources"

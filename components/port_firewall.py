@@ -15,9 +15,8 @@ from functools import partial
 import pulumi
 
 from providers.pangolin import PangolinTcpResource
-from ssh_gateway.core.firewall import RuleDesign, RulePlan, plan_rules, rule_ports
+from ssh_gateway.core.firewall import RuleDesign, RulePlan, rule_ports
 from ssh_gateway.core.names import FIREWALL, FIREWALL_TYPE, merged_rule_name, merged_rule_resource
-from ssh_gateway.core.nsg_fit import NsgView
 from ssh_gateway.core.settings import FirewallOn, Settings
 
 from .firewall_rule import FirewallRuleArgs, nsg_rule
@@ -80,17 +79,14 @@ def merged_firewall(
     *,
     project: str,
     stack: str,
-    nsg: NsgView | None,
+    plans: Sequence[RulePlan],
 ) -> PortFirewall | None:
-    """The stack's `PortFirewall` with `firewall.rules: merged` and some port-mode instance; else None. `nsg`: the
-    NSG as read at preview, whose priorities the stack's merged rules keep and new ones avoid."""
+    """The stack's `PortFirewall` with `firewall.rules: merged` and some port-mode instance; else None. `plans`:
+    its rules with their priorities (`nsg_fit.stack_priorities`)."""
     fw = settings.firewall
     port_range = settings.ports.range
     if not isinstance(fw, FirewallOn) or fw.rules != RuleDesign.MERGED or port_range is None or not pangolin:
         return None
-    held = nsg.held(project, stack) if nsg is not None else {}
-    busy = nsg.busy(project, stack) if nsg is not None else set()
-    plans = plan_rules(settings.port_sources(), fw.source_cidrs, fw.priority_base, held, busy)
     args = PortFirewallArgs(
         resource_group=fw.resource_group,
         nsg_name=fw.nsg_name,

@@ -35,12 +35,13 @@ from ssh_gateway.core.names import (
     CONNECT_ENTRY,
     HOST_KEY_ROOT_NAME,
     connect_resource_name,
+    connect_rule_name,
     host_ca_name,
     owner_prefix,
     pangolin_resource_name,
     public_host,
 )
-from ssh_gateway.core.nsg_fit import NsgView
+from ssh_gateway.core.nsg_fit import NsgView, StackPriorities, stack_priorities
 from ssh_gateway.core.org import OrgView
 from ssh_gateway.core.outputs import (
     connect_endpoint,
@@ -181,9 +182,10 @@ def build(
 ) -> dict[str, object]:
     """Registers the allocation, every instance (the configured ones, then the `discovered`), the CONNECT entry,
     their providers and, with discovery, the status ConfigMap; returns the outputs. `nsg`: the stack's NSG as
-    read at preview (its merged rules keep the priorities they hold)."""
+    read at preview (its merged and CONNECT rules keep the priorities they hold, new ones avoid the others')."""
     if discovered is not None:
         settings = with_discovered(settings, discovered)
+    priorities = stack_priorities(settings, project=project, stack=stack, nsg=nsg)
     for warning in settings.warnings():
         pulumi.log.warn(warning)
     port_range = settings.ports.range
@@ -218,7 +220,7 @@ def build(
         }
     if allocation is not None:
         pangolin = {name: i.pangolin for name, i in by_port.items()}
-        merged_firewall(settings, allocation.ports, pangolin, project=project, stack=stack, nsg=nsg)
+        merged_firewall(settings, allocation.ports, pangolin, project=project, stack=stack, plans=priorities.merged)
     endpoints: dict[str, object] = {name: _port_endpoint(i) for name, i in by_port.items()}
     connect: dict[str, object] | None = None
     envoy_config: str | None = None
@@ -226,7 +228,8 @@ def build(
     entries: list[ConnectEntry] = []
     plan = _connect_plan(settings)
     if plan is not None:
-        entry = ConnectEntry(CONNECT_ENTRY, _entry_args(settings, plan, org, project=project, stack=stack), k8s_opts)
+        entry_args = _entry_args(settings, plan, org, priorities, project=project, stack=stack)
+        entry = ConnectEntry(CONNECT_ENTRY, entry_args, k8s_opts)
         entries.append(entry)
         by_connect = {
             inst.name: ConnectSshInstance(
@@ -382,16 +385,19 @@ def _firewall_args(fw: FirewallOn, sources: Sources, priority: pulumi.Input[int]
     return FirewallRuleArgs(resource_group=fw.resource_group, nsg_name=fw.nsg_name, sources=sources, priority=priority)
 
 
-def _entry_args(settings: Settings, plan: _ConnectPlan, org: OrgView, *, project: str, stack: str) -> ConnectEntryArgs:
+def _entry_args(
+    settings: Settings, plan: _ConnectPlan, org: OrgView, priorities: StackPriorities, *, project: str, stack: str
+) -> ConnectEntryArgs:
     fw = settings.firewall
     firewall = None
-    if isinstance(fw, FirewallOn):
-        firewall = _firewall_args(fw, fw.source_cidrs, settings.connect_rule_priority())
+    if isinstance(fw, FirewallOn) and priorities.connect is not None:
+        firewall = _firewall_args(fw, fw.source_cidrs, priorities.connect)
     return ConnectEntryArgs(
         gateway=plan.gateway,
         entry=plan.entry,
         pangolin=_pangolin_args(settings, org, connect_resource_name(project, stack)),
         firewall=firewall,
+        firewall_rule_name=connect_rule_name(project, stack),
         skip_await=settings.kubernetes.skip_await,
     )
 

@@ -3,19 +3,19 @@
 Two rule designs (`ssh-gateway:firewall.rules`):
 
 - `merged`: one rule per distinct set of sources, carrying every port of the instances with that set in
-  `destinationPortRanges`, contiguous ports merged ("40001-40007"). The stack's priorities are the block
-  `priorityBase .. priorityBase + 31` (`MERGED_SLOTS`), whatever its range: 40 shards sharing an NSG need 40
-  small blocks, not 40 ranges' worth. A new rule takes its preferred slot (the stack's default sources the
-  first) or the next one that no other rule of the NSG holds (read at preview), and keeps it (read back from
-  the NSG). A +1 or a removal is one update of one rule; 10,000 instances in 40 shards are 40 rules.
-  Azure documents no limit on the entries of `destinationPortRanges` (its limits page lists rules per NSG,
-  addresses per NSG and application security groups per rule), so one rule holds a set's ports, whatever many.
+  `destinationPortRanges`, contiguous ports merged ("40001-40007"). A rule keeps the priority it holds (read back
+  from the NSG at preview); a new one takes the first priority from `priorityBase` up that no other inbound rule
+  of the NSG holds and no other rule of the stack took. So stacks sharing an NSG need no block each: the program
+  never gives two of them one priority. A +1 or a removal is one update of one rule; 10,000 instances in 40
+  shards are 40 rules. Azure documents no limit on the entries of `destinationPortRanges` (its limits page
+  lists rules per NSG, addresses per NSG and application security groups per rule), so one rule holds a set's
+  ports, whatever many.
 - `perInstance`: one rule per instance, priority `priorityBase + (port - range start)`: a bijection on the
   range, so priorities are unique across the stack's rules and an instance's priority changes only with its
   port. The block is the range's size; a +1 is one create; the rules (at most 1,000 per NSG) bound the stack.
 
-The CONNECT port's one rule takes the priority just below the block (`priorityBase - 1`), or, when the block
-starts at Azure's lowest, the one just above it: never one of the block's.
+The CONNECT port's one rule takes a priority as a new merged rule does (the one it holds, else the first free
+from `priorityBase`), never one of the per-instance block's.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ __all__ = [
     "AZURE_PRIORITY_MAX",
     "AZURE_PRIORITY_MIN",
     "DEFAULT_PRIORITY_BASE",
-    "MERGED_SLOTS",
+    "PRIORITY_BASE_KEY",
     "RULES_KEY",
     "Cidrs",
     "RuleDesign",
@@ -65,10 +65,7 @@ AZURE_PRIORITY_MAX: Final = 4096
 """Highest priority Azure accepts on a network security group rule."""
 
 DEFAULT_PRIORITY_BASE: Final = 1000
-"""NSG priority of the range's first port, when `ssh-gateway:firewall.priorityBase` is not set."""
-
-MERGED_SLOTS: Final = 32
-"""The priorities of a stack's merged rules, `priorityBase` on: as many distinct sets of sources as it may have."""
+"""The lowest NSG priority a stack's rules take, when `ssh-gateway:firewall.priorityBase` is not set."""
 
 SERVICE_TAGS: Final = ("*", "Internet", "VirtualNetwork", "AzureLoadBalancer")
 """Azure service tags a source may name; Azure takes a tag only alone, in `sourceAddressPrefix`."""
@@ -158,24 +155,19 @@ def check_priorities(port_range: PortRange, base: int = DEFAULT_PRIORITY_BASE) -
 
 
 def connect_priority(
-    port_range: PortRange | None, base: int = DEFAULT_PRIORITY_BASE, *, design: RuleDesign | None = None
+    base: int = DEFAULT_PRIORITY_BASE,
+    *,
+    held: int | None = None,
+    taken: Iterable[int] = (),
+    block: range = range(0),
 ) -> int:
-    """The NSG priority of the CONNECT port's rule: next to the stack's block (`base`..`base + size - 1` per
-    instance, `merged_slots(base)` merged), below it where Azure allows, else above it; a `ValueError` with the
-    fix when neither fits. Without a range (every instance connect-mode) the per-instance block is empty, and the
-    rule keeps the priority it would have next to one."""
-    size = MERGED_SLOTS if design == RuleDesign.MERGED else port_range.size if port_range is not None else 0
-    below, above = base - 1, base + size
-    if below >= AZURE_PRIORITY_MIN:
-        return below
-    if above <= AZURE_PRIORITY_MAX:
-        return above
-    raise ValueError(
-        f"no NSG priority is left for the CONNECT port's rule: ports {port_range} take "
-        f"{base}-{above - 1} ({PRIORITY_BASE_KEY}={base}) and Azure allows {AZURE_PRIORITY_MIN}-"
-        f"{AZURE_PRIORITY_MAX}; leave one free next to them: narrow {_RANGE_KEY} by a port and raise "
-        f"{PRIORITY_BASE_KEY} to at least {AZURE_PRIORITY_MIN + 1}"
-    )
+    """The NSG priority of the CONNECT port's rule: the one it `held` (read at preview) while it is from `base` on
+    and off the per-instance `block`, else the first from `base` that is not `taken` (other rules of the NSG, this
+    stack's other rules) nor in the block; a `ValueError` with the fix when none is left."""
+    blocked = {*taken, *block}
+    if held is not None and held >= base and held not in blocked:
+        return held
+    return _first_free(base, blocked, "the CONNECT port's rule")
 
 
 def source_fields(sources: Sources) -> tuple[str | None, list[str] | None]:
@@ -242,11 +234,6 @@ def ports_of(ranges: Iterable[str]) -> set[int]:
     return ports
 
 
-def merged_slots(base: int = DEFAULT_PRIORITY_BASE) -> range:
-    """The priorities a stack's merged rules may take: `MERGED_SLOTS` from `base`, as far as Azure allows."""
-    return range(base, min(base + MERGED_SLOTS, AZURE_PRIORITY_MAX + 1))
-
-
 @dataclass(frozen=True)
 class RulePlan:
     """One merged rule, as the config decides it (its ports come later, from the port table)."""
@@ -256,7 +243,7 @@ class RulePlan:
     sources: Sources
     """Who may connect, CIDRs sorted."""
     priority: int
-    """Its NSG priority, one of the stack's `merged_slots`."""
+    """Its NSG priority, from `priorityBase` on."""
     instances: tuple[str, ...]
     """The port-mode instances with these sources, in the settings' order."""
 
@@ -265,8 +252,17 @@ def _rule_key(key: str, default_key: str) -> str:
     return "" if key == default_key else hashlib.sha256(key.encode()).hexdigest()[:8]
 
 
-def _slot_hash(key: str, slots: int) -> int:
-    return int(hashlib.sha256(key.encode()).hexdigest(), 16) % slots
+def _first_free(base: int, taken: set[int], what: str) -> int:
+    """The first priority from `base` up to Azure's highest that is not `taken`; a `ValueError` naming `what`
+    needs it and the fix when every one is."""
+    for priority in range(base, AZURE_PRIORITY_MAX + 1):
+        if priority not in taken:
+            return priority
+    raise ValueError(
+        f"no NSG priority is free for {what}: {PRIORITY_BASE_KEY}={base} leaves {base}-{AZURE_PRIORITY_MAX}, and "
+        f"other rules of the NSG or of this stack hold every one; lower {PRIORITY_BASE_KEY} (Azure allows down to "
+        f"{AZURE_PRIORITY_MIN}) or remove rules from the NSG"
+    )
 
 
 def plan_rules(
@@ -279,13 +275,12 @@ def plan_rules(
     """The merged rules for instances with these sources: one per distinct set, the default set's first.
 
     A set whose rule the NSG already holds (`held`: key -> priority, read at preview) keeps that priority while
-    it is one of the stack's slots. A new set takes its preferred slot (the first for the default sources, the
-    one its hash names for another), or the next one, skipping the slots of other sets and the priorities `busy`
-    in the NSG (other rules', and this stack's per-instance rules while it moves to merged ones: both exist until
-    the end of that `up`). So no rule's priority moves when instances or sets come and go. A `ValueError` when
-    the sets do not fit the stack's slots.
+    it is from `base` on. A new set takes the first priority from `base` that no other set took and that is not
+    `busy` in the NSG: other rules', and this stack's that stay until the end of the `up` (Pulumi deletes after
+    it creates: its per-instance rules while it moves to merged ones, its old CONNECT rule, a set's rule that
+    goes). So no rule's priority moves when instances, sets or other stacks' rules come and go. A `ValueError`
+    when the priorities up to Azure's highest run out.
     """
-    slots = merged_slots(base)
     members: dict[str, list[str]] = {}
     by_key: dict[str, Sources] = {}
     for instance, own in sources.items():
@@ -294,41 +289,21 @@ def plan_rules(
         by_key[key] = _canonical(own)
     default_key = source_key(default)
     wanted = sorted(members, key=lambda k: (k != default_key, k))
-    if len(wanted) > len(slots):
-        raise ValueError(
-            f"{len(wanted)} distinct sets of sourceCidrs need as many NSG priorities, but {PRIORITY_BASE_KEY}={base} "
-            f"gives the stack's merged rules {len(slots)} ({slots.start}-{slots.stop - 1}); give more instances the "
-            f"same sourceCidrs, or set {RULES_KEY.removeprefix('ssh-gateway:')}: {RuleDesign.PER_INSTANCE}"
-        )
+    held = held or {}
     taken: dict[int, str] = {}
     for key in wanted:
-        priority = (held or {}).get(_rule_key(key, default_key))
-        if priority is not None and priority in slots and priority not in taken:
+        priority = held.get(_rule_key(key, default_key))
+        if priority is not None and priority >= base and priority not in taken:
             taken[priority] = key
-    blocked = set(busy)
+    # A held rule that no set wants any more stays until its delete, at the end of the `up`.
+    blocked = {*busy, *held.values()}
     for key in (k for k in wanted if k not in taken.values()):
-        first = 0 if key == default_key else _slot_hash(key, len(slots))
-        order = [*slots[first:], *slots[:first]]
-        free = [p for p in order if p not in taken and p not in blocked]
-        if not free:
-            raise ValueError(
-                f"no NSG priority is free for this stack's merged rule of sources {key}: its block "
-                f"{slots.start}-{slots.stop - 1} ({PRIORITY_BASE_KEY}) is held by other rules; move it to a free "
-                f"block{_free_block(blocked | set(taken))}"
-            )
-        taken[free[0]] = key
+        priority = _first_free(base, blocked | taken.keys(), f"this stack's merged rule of sources {key}")
+        taken[priority] = key
     return [
         RulePlan(key=_rule_key(key, default_key), sources=by_key[key], priority=priority, instances=tuple(members[key]))
         for priority, key in sorted(taken.items())
     ]
-
-
-def _free_block(used: set[int]) -> str:
-    """`, e.g. 3000`: the lowest base whose slots, and the priority below them, no rule holds."""
-    for base in range(AZURE_PRIORITY_MIN + 1, AZURE_PRIORITY_MAX - MERGED_SLOTS + 2):
-        if not used & {base - 1, *merged_slots(base)}:
-            return f", e.g. {PRIORITY_BASE_KEY}={base}"
-    return ""
 
 
 def rule_ports(plan: RulePlan, ports: Mapping[str, int]) -> tuple[str, ...]:

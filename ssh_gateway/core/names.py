@@ -20,7 +20,6 @@ __all__ = [
     "CONNECT_ENTRY",
     "CONNECT_ENTRY_TYPE",
     "CONNECT_INSTANCE_TYPE",
-    "CONNECT_RULE_NAME",
     "DISCOVERY_ANNOTATED_KEYS",
     "DISCOVERY_PREFIX",
     "ENVOY_FILTER_TYPE",
@@ -60,6 +59,7 @@ __all__ = [
     "Role",
     "child_name",
     "connect_resource_name",
+    "connect_rule_name",
     "discovery_annotation",
     "entry_of",
     "entry_point_name",
@@ -105,10 +105,6 @@ CONNECT_ENTRY_TYPE: Final = "ssh-gateway:index:ConnectEntry"
 
 CONNECT_ENTRY: Final = "connect"
 """The Pulumi name of the stack's `ConnectEntry`; its children are `connect-<role>`."""
-
-CONNECT_RULE_NAME: Final = "ssh-gateway.connect"
-"""The NSG rule of the CONNECT port. Instances' rules are `ssh-gateway-<instance>`; the dot keeps the two apart
-(an instance name is a DNS label, without dots)."""
 
 FIREWALL_TYPE: Final = "ssh-gateway:index:PortFirewall"
 """The stack's merged NSG rules (`firewall.rules: merged`): one per set of sources, each for many ports."""
@@ -240,7 +236,7 @@ def host_key_secret_name(instance: str) -> str:
 
 
 def nsg_rule_name(instance: str) -> str:
-    """The Azure NSG inbound rule of an instance's public port (the CONNECT port's is `CONNECT_RULE_NAME`)."""
+    """The Azure NSG inbound rule of an instance's public port (the CONNECT port's is `connect_rule_name`)."""
     return f"ssh-gateway-{instance}"
 
 
@@ -249,6 +245,12 @@ def merged_rule_name(project: str, stack: str, key: str) -> str:
     `<project>.<stack>.ports-<key>` for another set: unique per stack in an NSG that shards share, and apart from
     instances' rules (`ssh-gateway-<instance>`: an instance name has no dot)."""
     return f"{project}.{stack}.ports" + (f"-{key}" if key else "")
+
+
+def connect_rule_name(project: str, stack: str) -> str:
+    """The stack's NSG rule of its CONNECT port, `<project>.<stack>.connect`: unique per stack in an NSG that
+    shards share, beside its merged rules' `<project>.<stack>.ports`."""
+    return f"{project}.{stack}.connect"
 
 
 def merged_rule_key(rule_name: str, project: str, stack: str) -> str | None:

@@ -17,23 +17,26 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from .connect import PangolinEntry
 from .firewall import (
     AZURE_PRIORITY_MAX,
     AZURE_PRIORITY_MIN,
     RuleDesign,
+    RulePlan,
     address_count,
+    connect_priority,
     plan_rules,
 )
-from .names import CONNECT_RULE_NAME, merged_rule_key, merged_rule_name, nsg_rule_name, stack_mark
-from .settings import FirewallOn, Settings
+from .names import connect_rule_name, merged_rule_key, merged_rule_name, nsg_rule_name, stack_mark
+from .settings import FirewallOn, PangolinPublic, Settings
 
 __all__ = [
     "NsgRule",
     "NsgView",
     "PlannedRule",
+    "StackPriorities",
     "nsg_problem",
     "planned_rules",
+    "stack_priorities",
 ]
 
 AZURE_RULES_MAX: Final = 1000
@@ -69,12 +72,18 @@ class NsgView:
         return rule.description.endswith(f"[stack {stack_mark(project, stack)}]")
 
     def busy(self, project: str, stack: str) -> set[int]:
-        """The inbound priorities held by rules other than this stack's merged ones: a new merged rule avoids them."""
+        """The inbound priorities held by rules other than this stack's merged and CONNECT rules (those keep
+        theirs): a new rule of the stack avoids them. This stack's other rules are among them: they stay until
+        the end of the `up` (Pulumi deletes after it creates)."""
+        connect = connect_rule_name(project, stack)
         return {
             r.priority
             for r in self.rules
             if r.direction.lower() == "inbound"
-            and not (merged_rule_key(r.name, project, stack) is not None and self.ours(r, project, stack))
+            and not (
+                (r.name == connect or merged_rule_key(r.name, project, stack) is not None)
+                and self.ours(r, project, stack)
+            )
         }
 
     def held(self, project: str, stack: str) -> dict[str, int]:
@@ -85,6 +94,45 @@ class NsgView:
             if key is not None and self.ours(rule, project, stack):
                 out[key] = rule.priority
         return out
+
+    def connect_held(self, project: str, stack: str) -> int | None:
+        """The priority this stack's CONNECT rule holds in the NSG, if it has one."""
+        name = connect_rule_name(project, stack)
+        return next((r.priority for r in self.rules if r.name == name and self.ours(r, project, stack)), None)
+
+
+@dataclass(frozen=True)
+class StackPriorities:
+    """The priorities of the stack's rules that do not follow a port: its merged rules' and its CONNECT rule's."""
+
+    merged: tuple[RulePlan, ...]
+    """The merged rules (none with `perInstance` or without port-mode instances)."""
+    connect: int | None
+    """The CONNECT rule's, or None when the stack has none (no CONNECT entry through Pangolin)."""
+
+
+def stack_priorities(settings: Settings, *, project: str, stack: str, nsg: NsgView | None) -> StackPriorities:
+    """Where the stack's merged and CONNECT rules go in the NSG as read at preview (None: read nothing, an NSG
+    without rules): each keeps the priority it holds, a new one takes the first free from `priorityBase`. A
+    `ValueError` naming the rule and the fix when none is free."""
+    fw = settings.firewall
+    if not isinstance(fw, FirewallOn):
+        return StackPriorities((), None)
+    nsg = nsg or NsgView(fw.nsg_name)
+    port_range = settings.ports.range
+    busy, held, connect_held = nsg.busy(project, stack), nsg.held(project, stack), nsg.connect_held(project, stack)
+    # The CONNECT rule's priority is the stack's while it holds it (it may move or go only at the end of the `up`).
+    own = busy | ({connect_held} if connect_held is not None else set())
+    merged: tuple[RulePlan, ...] = ()
+    if port_range is not None and fw.rules == RuleDesign.MERGED:
+        merged = tuple(plan_rules(settings.port_sources(), fw.source_cidrs, fw.priority_base, held, own))
+    if settings.connect is None or not isinstance(settings.connect.public, PangolinPublic):  # a rule only there
+        return StackPriorities(merged, None)
+    block = range(0)
+    if port_range is not None and fw.rules == RuleDesign.PER_INSTANCE:
+        block = range(fw.priority_base, fw.priority_base + port_range.size)
+    taken = busy | set(held.values()) | {p.priority for p in merged}
+    return StackPriorities(merged, connect_priority(fw.priority_base, held=connect_held, taken=taken, block=block))
 
 
 @dataclass(frozen=True)
@@ -104,20 +152,17 @@ def planned_rules(settings: Settings, *, project: str, stack: str, nsg: NsgView)
     if not isinstance(fw, FirewallOn):
         return []
     port_range = settings.ports.range
-    out: list[PlannedRule] = []
-    if port_range is not None and fw.rules == RuleDesign.MERGED:
-        held, busy = nsg.held(project, stack), nsg.busy(project, stack)
-        plans = plan_rules(settings.port_sources(), fw.source_cidrs, fw.priority_base, held, busy)
-        out += [
-            PlannedRule(merged_rule_name(project, stack, p.key), (p.priority, p.priority), address_count(p.sources))
-            for p in plans
-        ]
-    elif port_range is not None:
+    priorities = stack_priorities(settings, project=project, stack=stack, nsg=nsg)
+    out = [
+        PlannedRule(merged_rule_name(project, stack, p.key), (p.priority, p.priority), address_count(p.sources))
+        for p in priorities.merged
+    ]
+    if port_range is not None and fw.rules == RuleDesign.PER_INSTANCE:
         block = (fw.priority_base, fw.priority_base + port_range.size - 1)
         out += [PlannedRule(nsg_rule_name(i), block, address_count(s)) for i, s in settings.port_sources().items()]
-    if settings.connect is not None and isinstance(settings.connect_entry(), PangolinEntry):
-        priority = settings.connect_rule_priority()
-        out.append(PlannedRule(CONNECT_RULE_NAME, (priority, priority), address_count(fw.source_cidrs)))
+    if priorities.connect is not None:
+        connect = (priorities.connect, priorities.connect)
+        out.append(PlannedRule(connect_rule_name(project, stack), connect, address_count(fw.source_cidrs)))
     return out
 
 

@@ -128,15 +128,26 @@ def test_instance_of_knows_connect_mode_instances_and_not_the_entry() -> None:
 
 
 @pytest.mark.parametrize(
-    ("port_range", "base", "priority"),
-    [("40000-40099", 1000, 999), ("40000-40099", 100, 200), ("1-3996", 100, 4096)],
+    ("held", "taken", "block", "priority"),
+    [
+        (None, set(), range(0), 1000),  # a new rule, alone: priorityBase
+        (None, {1000, 1001, 1003}, range(0), 1002),  # the first free from priorityBase
+        (None, {1100}, range(1000, 1100), 1101),  # never one of the per-instance block's
+        (1500, {1000}, range(1000, 1100), 1500),  # the one it holds stays
+        (999, set(), range(0), 1000),  # below priorityBase (the old design's place): it moves
+        (1042, set(), range(1000, 1100), 1100),  # inside the per-instance block: it moves
+    ],
 )
-def test_the_connect_rule_sits_next_to_the_per_port_block(port_range: str, base: int, priority: int) -> None:
-    rng = PortRange.parse(port_range)
-    assert connect_priority(rng, base) == priority
-    assert not base <= connect_priority(rng, base) < base + rng.size
+def test_the_connect_rule_keeps_its_priority_or_takes_the_first_free(
+    held: int | None, taken: set[int], block: range, priority: int
+) -> None:
+    assert connect_priority(1000, held=held, taken=taken, block=block) == priority
 
 
 def test_no_priority_left_for_the_connect_rule_is_named() -> None:
-    with pytest.raises(ValueError, match="no NSG priority is left for the CONNECT port's rule: ports 1-3997 take"):
-        connect_priority(PortRange.parse("1-3997"), 100)
+    with pytest.raises(
+        ValueError,
+        match=r"^no NSG priority is free for the CONNECT port's rule: ssh-gateway:firewall.priorityBase=100 leaves "
+        r"100-4096, and other rules of the NSG or of this stack hold every one; lower",
+    ):
+        connect_priority(100, taken={4096}, block=range(100, 4096))

@@ -7,12 +7,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from ssh_gateway.core.firewall import (
-    MERGED_SLOTS,
     Cidrs,
-    RuleDesign,
     ServiceTag,
     Sources,
-    connect_priority,
     merged_rules,
     plan_rules,
     port_ranges,
@@ -65,12 +62,9 @@ def test_every_port_is_allowed_from_exactly_its_instances_sources(fleet: Fleet) 
         for port in _expand(rule.port_ranges):
             allowed.setdefault(port, []).append(_key(rule.sources))
     assert allowed == {ports[name]: [_key(sources[name])] for name in ports}
-    # one rule per distinct set, at distinct priorities inside the stack's block and off the CONNECT priority
+    # one rule per distinct set, at the first distinct priorities from priorityBase
     assert len(rules) == len({_key(s) for s in sources.values()})
-    priorities = [r.priority for r in rules]
-    assert len(set(priorities)) == len(priorities)
-    assert all(1000 <= p < 1000 + MERGED_SLOTS for p in priorities)
-    assert connect_priority(RANGE, 1000, design=RuleDesign.MERGED) not in priorities
+    assert sorted(r.priority for r in rules) == list(range(1000, 1000 + len(rules)))
 
 
 @given(fleets(), st.data())
@@ -108,38 +102,50 @@ def test_a_set_keeps_its_priority_whatever_sets_come_and_go(cidrs: list[str], da
     kept = data.draw(st.sets(st.sampled_from(sorted(sources))))
     extra = data.draw(st.lists(st.sampled_from([f"192.0.2.{n}/32" for n in range(40)]), unique=True, max_size=10))
     changed = {**{n: s for n, s in sources.items() if n in kept}, **{f"x{c}": Cidrs((c,)) for c in extra}}
-    if len({*map(str, changed.values())}) > MERGED_SLOTS:
-        return
     after = {p.key: p.priority for p in plan_rules(changed, DEFAULT, held=before)}
     assert all(after[k] == before[k] for k in after.keys() & before.keys())
     assert len(set(after.values())) == len(after)
 
 
-def test_the_default_sources_take_the_blocks_second_highest_priority() -> None:
+def test_the_default_sources_take_priority_base() -> None:
     before = {p.key: p.priority for p in plan_rules({"a": DEFAULT, "b": OWN_SETS[1]}, DEFAULT)}
-    assert before[""] == 1000  # the default set: the block's first
+    assert before[""] == 1000  # the default set: priorityBase itself
 
 
-def test_too_many_source_sets_are_refused_with_the_fix() -> None:
-    sources: dict[str, Sources] = {f"i{n}": Cidrs((f"198.51.100.{n}/32",)) for n in range(MERGED_SLOTS + 1)}
-    with pytest.raises(ValueError, match=r"33 distinct sets .* gives the stack's merged rules 32 \(1000-1031\);"):
-        plan_rules(sources, DEFAULT)
-    with pytest.raises(ValueError, match=r"3 distinct sets .* gives the stack's merged rules 2 \(4095-4096\)"):
+def test_sets_that_outrun_azures_highest_priority_are_refused_with_the_fix() -> None:
+    sources: dict[str, Sources] = {f"i{n}": Cidrs((f"198.51.100.{n}/32",)) for n in range(40)}
+    assert len(plan_rules(sources, DEFAULT)) == 40  # no block of the stack's to outgrow
+    with pytest.raises(
+        ValueError,
+        match=r"^no NSG priority is free for this stack's merged rule of sources 198\.51\.100\.\d+/32: "
+        r"ssh-gateway:firewall.priorityBase=4095 leaves 4095-4096, and other rules of the NSG or of this stack hold "
+        r"every one; lower ssh-gateway:firewall.priorityBase",
+    ):
         plan_rules({f"i{n}": Cidrs((f"198.51.100.{n}/32",)) for n in range(3)}, DEFAULT, 4095)
 
 
-SLOTS = range(1000, 1000 + MERGED_SLOTS)  # the merged rules' priorities at priorityBase 1000
-
-
-@given(fleets(), st.sets(st.sampled_from(SLOTS), max_size=20))
+@given(fleets(), st.sets(st.integers(min_value=1000, max_value=1060), max_size=40))
 def test_new_rules_avoid_the_priorities_other_rules_hold(fleet: Fleet, busy: set[int]) -> None:
     ports, sources = fleet
     rules = merged_rules(ports, sources, DEFAULT, busy=busy)
     assert not {r.priority for r in rules} & busy
     assert len({r.priority for r in rules}) == len(rules)
+    assert all(r.priority >= 1000 for r in rules)
 
 
-def test_when_every_slot_is_busy_the_rule_is_refused_with_a_free_block() -> None:
-    busy = {*SLOTS, *range(100, 200)}
-    with pytest.raises(ValueError, match=r"block 1000-1031 .* is held by other rules; .*priorityBase=201$"):
-        plan_rules({"a": DEFAULT}, DEFAULT, busy=busy)
+@given(fleets(), st.data())
+def test_a_held_priority_stays_while_other_rules_come_and_go(fleet: Fleet, data: st.DataObject) -> None:
+    ports, sources = fleet
+    before = {r.key: r.priority for r in merged_rules(ports, sources, DEFAULT)}
+    # Other stacks' rules appear on every priority this stack's rules do not hold, or disappear.
+    others = data.draw(st.sets(st.integers(min_value=1000, max_value=1100).filter(lambda p: p not in before.values())))
+    after = {r.key: r.priority for r in merged_rules(ports, sources, DEFAULT, held=before, busy=others)}
+    assert after == before
+
+
+def test_a_new_set_never_takes_the_priority_of_a_set_that_goes() -> None:
+    # Set b's rule (1001) is deleted only at the end of the `up` that creates set c's: c takes 1002, not 1001.
+    held = {r.key: r.priority for r in plan_rules({"a": DEFAULT, "b": OWN_SETS[1]}, DEFAULT)}
+    assert sorted(held.values()) == [1000, 1001]
+    [kept, new] = plan_rules({"a": DEFAULT, "c": OWN_SETS[4]}, DEFAULT, held=held)
+    assert (kept.priority, new.priority) == (1000, 1002)

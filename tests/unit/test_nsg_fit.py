@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 
 from ssh_gateway.core.names import merged_rule_name, nsg_rule_name, stack_marked
-from ssh_gateway.core.nsg_fit import NsgRule, NsgView, PlannedRule, nsg_problem
+from ssh_gateway.core.nsg_fit import NsgRule, NsgView, PlannedRule, nsg_problem, planned_rules
+
+from .test_program_connect import FIREWALL, connect_settings
 
 pytestmark = pytest.mark.unit
 
@@ -47,3 +49,24 @@ def test_another_stacks_rules_are_not_this_stacks() -> None:
     view = NsgView("nsg", (theirs, _own("ssh-gateway.prod-a.ports", 1000)))
     assert view.held("ssh-gateway", "prod-a") == {"": 1000}
     assert view.busy("ssh-gateway", "prod-a") == {1033}
+
+
+def test_forty_shards_with_the_default_priority_base_share_an_nsg_without_a_collision() -> None:
+    # Each shard (a merged rule for its port-mode instance, a CONNECT rule) planned against the NSG as the shards
+    # before it left it, as their `up`s one after the other would: no shard is configured apart from its name.
+    shard = connect_settings(firewall={k: v for k, v in FIREWALL.items() if k != "priorityBase"} | {"rules": "merged"})
+    rules: list[NsgRule] = []
+    for k in range(40):
+        stack = f"shard-{k:02d}"
+        view = NsgView("nsg", tuple(rules))
+        planned = planned_rules(shard, project="ssh-gateway", stack=stack, nsg=view)
+        assert nsg_problem(view, planned, project="ssh-gateway", stack=stack) is None
+        mark = stack_marked("x", "ssh-gateway", stack)
+        rules += [NsgRule(r.name, r.priorities[0], "Inbound", mark, r.addresses) for r in planned]
+    priorities = [r.priority for r in rules]
+    assert len(rules) == 80 and sorted(priorities) == list(range(1000, 1080))
+    # And again, each shard's next preview: every rule keeps its priority.
+    view = NsgView("nsg", tuple(rules))
+    for k in range(40):
+        again = planned_rules(shard, project="ssh-gateway", stack=f"shard-{k:02d}", nsg=view)
+        assert {(r.name, r.priorities[0]) for r in again} <= {(r.name, r.priority) for r in rules}

@@ -9,7 +9,8 @@ import pulumi
 import pytest
 import yaml
 
-from components.program import check_connect_port
+from components.nsg_check import check_nsg_fits
+from components.program import build, check_connect_port
 from ssh_gateway.core.names import (
     ALLOCATION_TYPE,
     CONNECT_ENTRY_TYPE,
@@ -21,6 +22,7 @@ from ssh_gateway.core.names import (
     PANGOLIN_TYPE,
     PORT_CHECK_TYPE,
     SERVICE_TYPE,
+    stack_marked,
 )
 from ssh_gateway.core.org import Binding, OrgView
 from ssh_gateway.core.outputs import GatewayKind, Routing, Via, parse_stack_outputs
@@ -90,7 +92,7 @@ def test_connect_instances_get_a_service_and_a_route_and_nothing_public(mocks: R
     pangolin = {r.inputs["name"] for r in mocks.of_type(PANGOLIN_TYPE)}
     assert pangolin == {"ssh-gateway/unit/gpu-01", "ssh-gateway/unit/@connect"}
     rules = {r.inputs["securityRuleName"] for r in mocks.of_type(NSG_RULE_TYPE)}
-    assert rules == {"ssh-gateway-gpu-01", "ssh-gateway.connect"}
+    assert rules == {"ssh-gateway-gpu-01", "ssh-gateway.unit.connect"}
     children = sorted(r.name for r in mocks.registered if r.name.startswith("gpu-c1"))
     assert children == ["gpu-c1", "gpu-c1-host-key-secret", "gpu-c1-route", "gpu-c1-service"]
     assert [r.name for r in mocks.of_type(CONNECT_INSTANCE_TYPE)] == ["gpu-c1", "gpu-c2"]
@@ -117,10 +119,34 @@ def test_the_stack_entry_is_one_filter_one_pangolin_resource_one_rule(mocks: Rec
     rule = by_name(mocks, NSG_RULE_TYPE)["connect-nsg-rule"].inputs
     assert rule["destinationPortRange"] == "40443"
     assert rule["sourceAddressPrefix"] == "203.0.113.0/24"
-    # Just below the per-port block 1000-1099: it can never be an instance's priority.
-    assert rule["priority"] == 999
-    instance_priorities = {r.inputs["priority"] for r in mocks.of_type(NSG_RULE_TYPE)} - {999}
+    assert rule["securityRuleName"] == "ssh-gateway.unit.connect"  # the stack's own: shards may share an NSG
+    assert rule["description"].endswith("[stack ssh-gateway/unit]")
+    # The first free from priorityBase past the per-port block 1000-1099: never an instance's priority.
+    assert rule["priority"] == 1100
+    instance_priorities = {r.inputs["priority"] for r in mocks.of_type(NSG_RULE_TYPE)} - {1100}
     assert instance_priorities == {1001}
+
+
+def test_a_connect_rule_under_the_old_shared_name_moves_to_the_stacks_own_at_another_priority(
+    mocks: RecordingMocks,
+) -> None:
+    # The old `ssh-gateway.connect` rule stays until the new one exists (Pulumi replaces create-before-delete),
+    # so the new one must not take its priority: Azure refuses two inbound rules at one.
+    old = stack_marked("ssh-gateway: public ssh over HTTP CONNECT", "ssh-gateway", "unit")
+    mocks.nsg_rules = [
+        {"name": "ssh-gateway.connect", "priority": 1100, "direction": "Inbound", "description": old},
+        {"name": "ssh-gateway-gpu-01", "priority": 1001, "direction": "Inbound", "description": old},
+    ]
+    stack_settings = connect_settings()
+    view = check_nsg_fits(stack_settings, project="ssh-gateway", stack="unit")
+
+    @pulumi.runtime.test  # type: ignore[untyped-decorator]
+    def program() -> None:
+        build(stack_settings, org=OrgView(), project="ssh-gateway", stack="unit", nsg=view)
+
+    program()
+    rule = by_name(mocks, NSG_RULE_TYPE)["connect-nsg-rule"].inputs
+    assert (rule["securityRuleName"], rule["priority"]) == ("ssh-gateway.unit.connect", 1101)
 
 
 def test_outputs_say_the_routing_and_give_the_connect_ssh_config(mocks: RecordingMocks) -> None:
@@ -240,9 +266,9 @@ def test_a_stack_without_a_port_range_allocates_nothing(mocks: RecordingMocks) -
     assert set(out["gateway"]["traefikEntryPoints"]) == {"tcp-40443"}
     [check] = mocks.of_type(PORT_CHECK_TYPE)
     assert check.inputs["ports"] == {"@connect": 40443}
-    # The CONNECT rule keeps the priority it has next to a range: just below priorityBase.
+    # No range, no per-port block: the CONNECT rule takes priorityBase itself.
     [rule] = mocks.of_type(NSG_RULE_TYPE)
-    assert rule.inputs["priority"] == 999
+    assert rule.inputs["priority"] == 1000
 
 
 def test_create_gateway_adds_an_istio_gateway_to_the_entry(mocks: RecordingMocks) -> None:

@@ -56,10 +56,10 @@ def test_merged_rules_open_each_set_of_sources_ports_in_one_rule(mocks: Recordin
     assert out["allocations"] == {"gpu-01": 40001, "gpu-02": 40002, "vm-01": 40050}
     assert rules[default]["destinationPortRanges"] == ["40001", "40050"]
     assert rules[default]["sourceAddressPrefix"] == "203.0.113.0/24"
-    assert rules[default]["priority"] == 1000  # the first of the block 1000-1031
+    assert rules[default]["priority"] == 1000  # priorityBase: the first free
     assert rules[own]["destinationPortRanges"] == ["40002"]
     assert rules[own]["sourceAddressPrefixes"] == ["198.51.100.7/32", "198.51.100.8/32"]
-    assert 1000 < rules[own]["priority"] < 1032
+    assert rules[own]["priority"] == 1001
     assert rules[default]["description"].endswith("[stack ssh-gateway/unit]")
     assert all("destinationPortRange" not in r or r["destinationPortRange"] is None for r in rules.values())
 
@@ -72,12 +72,13 @@ def test_a_thousand_instances_with_the_stacks_sources_are_one_rule_of_one_range(
     assert len(mocks.of_type(PANGOLIN_TYPE)) == 1000
 
 
-def test_merged_rules_are_refused_when_the_sets_of_sources_do_not_fit_the_block() -> None:
+def test_merged_rules_are_refused_when_the_sets_of_sources_outrun_azures_priorities() -> None:
     instances = [
-        {"name": f"gpu-{n:02d}", "target": "clusterIp", "sourceCidrs": [f"198.51.100.{n}/32"]} for n in range(33)
+        {"name": f"gpu-{n:02d}", "target": "clusterIp", "sourceCidrs": [f"198.51.100.{n}/32"]} for n in range(40)
     ]
-    with pytest.raises(Exception, match=r"firewall.rules.*33 distinct sets of sourceCidrs need as many NSG priorities"):
-        settings(firewall=MERGED, instances=instances)
+    assert settings(firewall=MERGED, instances=instances) is not None  # 40 sets: no block to outgrow
+    with pytest.raises(Exception, match=r"firewall.priorityBase: no NSG priority is free for this stack's merged rule"):
+        settings(firewall={**MERGED, "priorityBase": 4090}, instances=instances)
 
 
 # --- the NSG check at preview ------------------------------------------------------------------------------------
@@ -112,14 +113,15 @@ def test_a_new_merged_rule_takes_a_priority_no_other_rule_holds(mocks: Recording
     assert _rules(mocks)[merged_rule_name("ssh-gateway", "unit", "")]["priority"] == 1001  # 1000 is taken inbound
 
 
-def test_merged_rules_are_refused_when_other_rules_hold_every_slot(mocks: RecordingMocks) -> None:
-    mocks.nsg_rules = [_rule(f"other-{p}", p) for p in range(1000, 1099)]
+def test_merged_rules_are_refused_when_other_rules_hold_every_priority_from_the_base(mocks: RecordingMocks) -> None:
+    mocks.nsg_rules = [_rule(f"other-{p}", p) for p in range(4091, 4097)]
     with pytest.raises(pulumi.RunError) as caught:
-        _check(MERGED)
+        _check({**MERGED, "priorityBase": 4090})
     assert str(caught.value) == (
-        "ssh-gateway:firewall.rules: no NSG priority is free for this stack's merged rule of sources 203.0.113.0/24: "
-        "its block 1000-1031 (ssh-gateway:firewall.priorityBase) is held by other rules; move it to a free block, "
-        "e.g. ssh-gateway:firewall.priorityBase=101"
+        "ssh-gateway:firewall.priorityBase: no NSG priority is free for this stack's merged rule of sources "
+        "198.51.100.7/32,198.51.100.8/32: ssh-gateway:firewall.priorityBase=4090 leaves 4090-4096, and other rules of "
+        "the NSG or of this stack hold every one; lower ssh-gateway:firewall.priorityBase (Azure allows down to 100) "
+        "or remove rules from the NSG"
     )
 
 

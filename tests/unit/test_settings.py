@@ -430,20 +430,6 @@ def test_connect_entry_is_a_union_tagged_by_via() -> None:
             "duplicate name(s) a; each instance needs its own name (its Service, and in connect mode its CONNECT "
             "authority",
         ),
-        (
-            {
-                "ports": {"range": "20000-23996"},
-                "firewall": {
-                    "resourceGroup": "rg",
-                    "nsgName": "n",
-                    "sourceCidrs": ["10.0.0.0/8"],
-                    "priorityBase": 100,
-                    "rules": "perInstance",
-                },
-                "connect": {"public": {"port": 30000}},
-            },
-            "ssh-gateway:firewall.priorityBase: no NSG priority is left for the CONNECT port's rule",
-        ),
     ],
 )
 def test_bad_connect_input_is_named(overrides: dict[str, Any], expected: str) -> None:

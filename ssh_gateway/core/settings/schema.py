@@ -26,7 +26,6 @@ from ssh_gateway.core.firewall import (
     RuleDesign,
     Sources,
     check_priorities,
-    connect_priority,
     plan_rules,
 )
 from ssh_gateway.core.outputs import Routing
@@ -143,19 +142,11 @@ class Settings(StrictModel):
             except ValueError as exc:
                 raise problem("firewall.priorityBase", str(exc)) from None
         elif isinstance(fw, FirewallOn):
-            try:
+            try:  # room for the sets from priorityBase up; the NSG's other rules are checked at preview (nsg_fit)
                 plan_rules(self.port_sources(), fw.source_cidrs, fw.priority_base)
             except ValueError as exc:
-                raise problem("firewall.rules", str(exc)) from None
+                raise problem("firewall.priorityBase", str(exc)) from None
         return self
-
-    def connect_rule_priority(self) -> int:
-        """The NSG priority of the CONNECT port's rule, next to the stack's block (firewall on); a `ValueError`
-        with the fix when none is left."""
-        fw = self.firewall
-        if not isinstance(fw, FirewallOn):
-            raise ValueError("no NSG rule with firewall.enabled: false")
-        return connect_priority(self.ports.range, fw.priority_base, design=fw.rules)
 
     def port_sources(self) -> dict[str, Sources]:
         """Who may connect to each port-mode instance: its own `sourceCidrs`, else the firewall's (firewall on)."""
@@ -222,11 +213,6 @@ class Settings(StrictModel):
                         f"{public.port} is inside {key} {ports}: the CONNECT port is one port of its own, outside "
                         "the instances' range (the allocator would hand it out too)",
                     )
-            if isinstance(self.firewall, FirewallOn):
-                try:
-                    self.connect_rule_priority()
-                except ValueError as exc:
-                    raise problem("firewall.priorityBase", str(exc)) from None
         idle = gateway.idle_timeout if isinstance(gateway, EnvoyGatewaySettings) else gateway.stream_idle_timeout
         if idle is not None and connect.server_alive_interval >= idle:
             default = "" if gateway.stream_idle_timeout else " (Envoy's default)"

@@ -239,7 +239,7 @@ def check_connect_host_identity(endpoint: Endpoint, timeout: float) -> Check:
 
 
 _TCP_FIX = (
-    "no gateway on the CONNECT port: through Pangolin, its NSG rule (ssh-gateway.connect), Gerbil's published "
+    "no gateway on the CONNECT port: through Pangolin, its NSG rule (<project>.<stack>.connect), Gerbil's published "
     "port or Traefik's entry point for it (the stack's `gateway` output) is missing, or the Pangolin resource is "
     "off; directly, the ingress gateway's LoadBalancer does not listen there"
 )

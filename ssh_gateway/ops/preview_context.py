@@ -102,6 +102,8 @@ class Endpoints:
     users: Mapping[str, str]
     hosts: Mapping[str, str]
     old: Mapping[str, EndpointOutput]
+    host_template: str | None = None
+    """`gateway.hostTemplate` by the new config: the host of an instance the program discovers in the cluster."""
     authorities: Mapping[str, str] = field(default_factory=dict)
     """Connect-mode instances (by the new config) and their CONNECT authorities."""
     upstreams: Mapping[str, str] = field(default_factory=dict)
@@ -145,9 +147,11 @@ class Endpoints:
         if previous is not None:
             host = host or previous.host
             user = user or previous.user
+        if host is None and self.host_template is not None:  # discovered: its user is in an annotation
+            host = public_host(self.host_template, instance)
         if host is None or port is None:
             return "unknown"
-        return f"ssh -p {port} {user or 'root'}@{host}"
+        return f"ssh -p {port} {user}@{host}" if user else f"ssh -p {port} {host}"
 
 
 def read_endpoints(preview: Preview, old_outputs: StackOutputs) -> Endpoints:
@@ -156,12 +160,14 @@ def read_endpoints(preview: Preview, old_outputs: StackOutputs) -> Endpoints:
     authorities: dict[str, str] = {}
     upstreams: dict[str, str] = {}
     entry = None
+    template = None
     if preview.config:
         try:
             settings = parse_settings(decode_config(dict(preview.config)))
         except SettingsError:
             settings = None
         if settings is not None:
+            template = settings.gateway.host_template
             for inst in settings.instances:
                 users[inst.name] = inst.user
                 if isinstance(inst, ConnectModeInstance):
@@ -178,6 +184,7 @@ def read_endpoints(preview: Preview, old_outputs: StackOutputs) -> Endpoints:
         users=users,
         hosts=hosts,
         old=old_outputs.endpoints,
+        host_template=template,
         authorities=authorities,
         upstreams=upstreams,
         entry=entry,

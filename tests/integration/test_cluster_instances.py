@@ -15,7 +15,9 @@ from pulumi import automation as auto
 from pangolin_emulator.harness import EmulatorHandle
 from ssh_gateway.core.names import urn_name
 from ssh_gateway.local.control_plane import RESTRICTED_USER, ControlPlane
+from ssh_gateway.ops.preview_summary import summarize
 
+from .cli import pulumi
 from .conftest import StackFactory, stack_config
 
 pytestmark = pytest.mark.integration
@@ -152,6 +154,12 @@ def test_a_labelled_pod_gets_a_service_keeps_it_when_rescheduled_and_frees_it_wh
 
     stack.preview(on_event=seen)
     assert {("create", "carol"), ("create", "carol-service"), ("create", "carol-pangolin")} <= set(planned)
+    # The pull request's summary gives the discovered instance's endpoint: its user is in an annotation, which
+    # the preview does not show, so the command leaves it to the user's ssh config.
+    shown = pulumi("preview", "--json", "--stack", stack.name)
+    assert shown.returncode == 0, shown.stderr
+    [row] = [r for r in summarize(json.loads(shown.stdout)).rows if r.instance == "carol"]
+    assert (row.change, row.endpoint) == ("added", f"ssh -p {row.new_port} ssh-carol.example.test"), row
     first = stack.up()
     endpoints = first.outputs["endpoints"].value
     assert sorted(endpoints) == ["carol"]

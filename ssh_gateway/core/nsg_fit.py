@@ -211,18 +211,27 @@ def nsg_problem(
             f"{where} would hold {_n(used + adds)} source addresses and ranges, over Azure's "
             f"{_n(AZURE_ADDRESSES_MAX)} per NSG: {_n(used)} are in use and this stack adds {_n(adds)}{hint}"
         )
-    return _priority_problem(where, planned, others, staying)
+    # An old rule of the stack in its per-instance block is an instance's, on its own port, unless it is a merged
+    # or CONNECT rule (a stack moving back to `perInstance`): those stay until the new rules exist.
+    connect = connect_rule_name(project, stack)
+    in_block = [r for r in staying if r.name == connect or merged_rule_key(r.name, project, stack) is not None]
+    return _priority_problem(where, planned, others, staying, in_block)
 
 
 def _priority_problem(
-    where: str, planned: Sequence[PlannedRule], others: Sequence[NsgRule], staying: Sequence[NsgRule]
+    where: str,
+    planned: Sequence[PlannedRule],
+    others: Sequence[NsgRule],
+    staying: Sequence[NsgRule],
+    in_block: Sequence[NsgRule],
 ) -> str | None:
     """A planned rule whose priority another inbound rule holds while both exist: Azure refuses the write. An
     instance's rule may take any priority of the block, so only rules that are not this stack's are in its way
-    there (an old rule of the stack in the block is an instance's, on its own port)."""
+    there, and the stack's old rules `in_block` (merged or CONNECT; another old one is an instance's, on its
+    own port)."""
     for rule in planned:
         low, high = rule.priorities
-        holders = [*others, *staying] if low == high else others
+        holders = [*others, *staying] if low == high else [*others, *in_block]
         for holder in holders:
             if holder.direction.lower() != "inbound" or not low <= holder.priority <= high:
                 continue

@@ -42,6 +42,16 @@ def test_an_old_rule_of_the_stack_on_a_fixed_priority_is_in_the_way() -> None:
     )
 
 
+def test_an_old_merged_rule_of_the_stack_is_in_its_per_instance_blocks_way() -> None:
+    # Moving back to `perInstance`: the merged rule at 1000 stays until the instances' rules exist.
+    view = NsgView("nsg", (_own(merged_rule_name("ssh-gateway", "prod-a", ""), 1000), _own(nsg_rule_name("b"), 1001)))
+    block = [PlannedRule(nsg_rule_name(n), (1000, 1099), 1) for n in ("a", "b")]
+    problem = nsg_problem(view, block, project="ssh-gateway", stack="prod-a")
+    assert problem is not None and "1000 is held by 'ssh-gateway.prod-a.ports', an old rule of this stack" in problem
+    view = NsgView("nsg", (_own(nsg_rule_name("b"), 1001), _own(nsg_rule_name("gone"), 1002)))
+    assert nsg_problem(view, block, project="ssh-gateway", stack="prod-a") is None  # instances' own ports
+
+
 def test_another_stacks_rules_are_not_this_stacks() -> None:
     theirs = NsgRule(
         "ssh-gateway.prod-b.ports", 1033, "Inbound", stack_marked("x", "ssh-gateway", "prod-b"), addresses=1

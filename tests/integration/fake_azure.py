@@ -95,6 +95,8 @@ at least 20 s on real Azure. Not modelled: an operation that ends `Canceled` (su
 - `hold_after_create(rule)`, `hold_after_update(rule)` / `release()`: hold the answer to the create (or the
   update) of a named rule after Azure carried it out, so a kill lands exactly between "Azure made it" and "the
   engine knows".
+- `hold_before_create(rule)` / `release()`: hold the create of a named rule before Azure carries it out, so
+  another writer's create lands first (two `up`s racing on one NSG).
 """
 
 from __future__ import annotations
@@ -271,6 +273,10 @@ class FakeAzure:
         """Hold the answer to the next update of rule `rule` once Azure carried it out, as `hold_after_create`."""
         return self._hold("update", rule)
 
+    def hold_before_create(self, rule: str) -> threading.Event:
+        """Hold the create of rule `rule` before Azure carries it out, as `hold_after_create` holds its answer."""
+        return self._hold("before create", rule)
+
     def _hold(self, write: str, rule: str) -> threading.Event:
         with self.lock:
             self._holds[write, rule] = threading.Event()
@@ -293,6 +299,7 @@ class FakeAzure:
             exists = name in self._nsgs.get(where, {})
         if exists:
             self._refuse(where, AzureRefusal(f"cannot create already existing resource '{arm_id}'"))
+        self._after("before create", name)
         with self._writing(where):
             self._put(where, name, properties)
             self._counts.setdefault(where, Counter())["creates"] += 1
@@ -429,6 +436,8 @@ class FakeAzure:
         self._etags[where] = next(self._versions)
 
     def _after(self, write: str, rule: str) -> None:
+        """Waits for `release` when the test holds this write of this rule (`write`: `create`, `update` or
+        `before create`)."""
         with self.lock:
             hold, held = self._holds.get((write, rule)), self._held.get((write, rule))
         if hold is not None and held is not None and not held.is_set():  # one write held, not every later one

@@ -24,10 +24,12 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
+from ssh_gateway.core.log_events import JSON_LOG_ENV, Log, LogEvent, json_log
 from ssh_gateway.plumbing.pulumi_cli import PulumiFailed, run_pulumi
 from ssh_gateway.plumbing.toolchain import REPO, ToolchainMissing, pulumi_env
 
@@ -108,12 +110,21 @@ def _export(stack: str, work_dir: Path, env: Mapping[str, str]) -> dict[str, Any
     return exported
 
 
-def up(stack: str, extra: Sequence[str] = (), *, ambient: bool = False, work_dir: Path = REPO) -> int:
+def _no_log(_event: LogEvent, **_fields: Any) -> None:
+    pass
+
+
+def up(
+    stack: str, extra: Sequence[str] = (), *, ambient: bool = False, work_dir: Path = REPO, log: Log = _no_log
+) -> int:
     """`pulumi up --yes --stack STACK [extra]`, checkpoints skipped on a first `up`; pulumi's exit code.
-    `ambient`: the pulumi on PATH with the environment's backend and secrets (CI), not the offline toolchain."""
+    `ambient`: the pulumi on PATH with the environment's backend and secrets (CI), not the offline toolchain.
+    `log`: where its phases go (the reconciler's JSON log)."""
     env = dict(os.environ) if ambient else pulumi_env()
     shared = decision_preview_arguments(extra)
+    began = time.monotonic()
     exported = _export(stack, work_dir, env)
+    log(LogEvent.STACK_EXPORT, stack=stack, seconds=round(time.monotonic() - began, 2))
     added = first_up_env(exported, lambda: planned_create_types(stack, work_dir, env, shared or ()))
     if added:
         print(
@@ -126,7 +137,10 @@ def up(stack: str, extra: Sequence[str] = (), *, ambient: bool = False, work_dir
     previewed = not holds_resources(exported)  # `first_up_env` previews exactly then
     once = ["--skip-preview"] if previewed and shared is not None and "--skip-preview" not in extra else []
     argv = ["pulumi", "up", "--yes", "--stack", stack, "--non-interactive", *once, *extra]
+    log(LogEvent.PULUMI_UP_START, stack=stack)
+    began = time.monotonic()
     done = subprocess.run(argv, cwd=work_dir, env={**env, **added}, check=False)  # noqa: S603
+    log(LogEvent.PULUMI_UP, stack=stack, seconds=round(time.monotonic() - began, 2), code=done.returncode)
     if done.returncode != 0:
         print(
             f"up {stack}: pulumi up exited {done.returncode}. If it was interrupted (killed, a runner lost): "
@@ -149,7 +163,8 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
 def _run(args: argparse.Namespace) -> int:
     extra = [a for a in args.extra if a != "--"]
     try:
-        return up(str(args.stack), extra, ambient=bool(args.ambient))
+        log = json_log() if os.environ.get(JSON_LOG_ENV) else _no_log
+        return up(str(args.stack), extra, ambient=bool(args.ambient), log=log)
     except (ToolchainMissing, PulumiFailed) as exc:
         print(f"up: {exc}", file=sys.stderr)
         return ExitCode.CANNOT_RUN

@@ -74,6 +74,8 @@ def test_changes_during_an_up_are_one_next_up() -> None:
         "added pod ns/p0; added pod ns/p1; added pod ns/p2 (+7 more)",
     ]
     assert steps.calls == ["recover", "up", "up"]  # recover before the first up of the process only
+    # Each change is logged when the watch delivers it (a pod's path is timed from it); the start pass is none.
+    assert [f["reason"] for e, f in steps.events if e == "change"] == [f"added pod ns/p{i}" for i in range(10)]
 
 
 def test_the_earliest_grace_expiry_wakes_the_worker() -> None:

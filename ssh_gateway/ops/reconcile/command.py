@@ -41,10 +41,10 @@ def _add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from ssh_gateway.core.log_events import json_log
     from ssh_gateway.kube import KubeError
 
     from .reconciler import TargetError, reconcile, stack_target, subprocess_steps
-    from .worker import json_log
 
     stacks = list(dict.fromkeys(str(s) for s in args.stack))
     try:

@@ -22,6 +22,7 @@ from kubernetes.client.exceptions import ApiException
 from ssh_gateway.core.addresses import check_dns_name
 from ssh_gateway.core.discovery import StatusError, read_memory
 from ssh_gateway.core.discovery import next_expiry as expiry_of
+from ssh_gateway.core.log_events import JSON_LOG_ENV, Log, LogEvent
 from ssh_gateway.core.names import DiscoverFrom, reconcile_lease_name, stack_label, status_config_map_name
 from ssh_gateway.kube import KubeError, api_client, read_status
 from ssh_gateway.ops.automation import stack_file
@@ -31,7 +32,7 @@ from ssh_gateway.plumbing.toolchain import REPO
 
 from .lease import StackLease
 from .watch import StackWatch
-from .worker import Action, Log, RunStep, StackWorker
+from .worker import Action, RunStep, StackWorker
 
 __all__ = ["TargetError", "reconcile", "stack_target", "subprocess_steps"]
 
@@ -96,13 +97,14 @@ def stack_target(stack: str, work_dir: Path = REPO) -> StackTarget:
 
 def subprocess_steps(*, ambient: bool, skip_preview: bool, work_dir: Path = REPO) -> RunStep:
     """Each step as the project's own command, `python -m ssh_gateway.ops <action> --stack S`, in this process's
-    group (a container killed kills it too: the next start heals what it left)."""
+    group (a container killed kills it too: the next start heals what it left). Its phases join this log."""
+    env = {**os.environ, JSON_LOG_ENV: "1"}
 
     def run(action: Action, stack: str, arguments: Sequence[str]) -> int:
         argv = [sys.executable, "-m", "ssh_gateway.ops", action, "--stack", stack, *arguments]
         argv += ["--ambient"] if ambient else []
         argv += ["--", "--skip-preview"] if skip_preview and action == "up" else []
-        return subprocess.run(argv, cwd=work_dir, check=False).returncode  # noqa: S603 - our own argv
+        return subprocess.run(argv, cwd=work_dir, env=env, check=False).returncode  # noqa: S603 - our own argv
 
     return run
 
@@ -200,7 +202,7 @@ def reconcile(
         )
         for s in stacks
     ]
-    log("start", stacks=[s.target.stack for s in stacks], identity=who)
+    log(LogEvent.START, stacks=[s.target.stack for s in stacks], identity=who)
     for watch in watches:
         watch.start()
     try:
@@ -208,12 +210,12 @@ def reconcile(
     finally:
         for watch in watches:
             watch.stop()
-    log("stop", stacks=[s.target.stack for s in stacks])
+    log(LogEvent.STOP, stacks=[s.target.stack for s in stacks])
     return 0
 
 
-def _reporter(log: Log, stack: str) -> Callable[[str, Mapping[str, Any]], None]:
-    def report(event: str, fields: Mapping[str, Any]) -> None:
+def _reporter(log: Log, stack: str) -> Callable[[LogEvent, Mapping[str, Any]], None]:
+    def report(event: LogEvent, fields: Mapping[str, Any]) -> None:
         log(event, stack=stack, **fields)
 
     return report

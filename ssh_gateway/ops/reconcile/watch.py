@@ -29,6 +29,7 @@ from kubernetes.utils import Backoff, on_error
 from kubernetes.watch import Watch
 
 from ssh_gateway.core.cluster import ClusterObject, selector_text
+from ssh_gateway.core.log_events import LogEvent
 from ssh_gateway.core.names import DISCOVERY_PREFIX, DiscoverFrom
 from ssh_gateway.kube import KubeError, list_selected
 
@@ -72,7 +73,7 @@ def object_fingerprint(kind: DiscoverFrom, obj: Mapping[str, Any]) -> Fingerprin
 
 Notify = Callable[[str], None]
 """Called with a short reason (`added pod gpu-users/alice-0`) when something that matters changed."""
-Report = Callable[[str, Mapping[str, Any]], None]
+Report = Callable[[LogEvent, Mapping[str, Any]], None]
 """Called with an event name and its fields, for the log (`watch-down`, `watch-resumed`)."""
 
 
@@ -124,7 +125,7 @@ class StackWatch:
                 if self._stop.is_set():
                     return
                 if state.down is None:
-                    self._report("watch-down", {"namespace": namespace, "error": _problem(exc)})
+                    self._report(LogEvent.WATCH_DOWN, {"namespace": namespace, "error": _problem(exc)})
                     state.down = _problem(exc)
                 self._stop.wait(PAUSE)
 
@@ -138,7 +139,7 @@ class StackWatch:
             state.version = self._relist(state.name, state.known, compare=state.listed)
             state.listed = True
             if state.down is not None:
-                self._report("watch-resumed", {"namespace": state.name, "after": state.down})
+                self._report(LogEvent.WATCH_RESUMED, {"namespace": state.name, "after": state.down})
                 state.down = None
         try:
             state.version = self._stream(state.name, state.version, state.known)
@@ -156,7 +157,7 @@ class StackWatch:
         state.version = None
         if state.down is None:
             state.down = _problem(exc)
-            self._report("watch-down", {"namespace": state.name, "error": state.down})
+            self._report(LogEvent.WATCH_DOWN, {"namespace": state.name, "error": state.down})
         return True
 
     def _relist(self, namespace: str, known: dict[str, Fingerprint], *, compare: bool) -> str:

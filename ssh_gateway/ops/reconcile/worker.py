@@ -14,25 +14,21 @@ replica, a node) leaves a stale lock or pending operations, which recover's own 
 
 from __future__ import annotations
 
-import json
-import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from typing import Any, Final, Literal, TextIO
+from typing import Final, Literal
 
+from ssh_gateway.core.log_events import Log, LogEvent
 from ssh_gateway.ops.exit_codes import ExitCode
 
 from .lease import LastUp, LeaseLost, StackLease
 
 __all__ = [
     "Action",
-    "Log",
     "RunStep",
     "StackWorker",
-    "json_log",
 ]
 
 DEBOUNCE_SECONDS: Final = 1.0
@@ -48,20 +44,6 @@ kept by NTP, differ by far less."""
 Action = Literal["recover", "up"]
 RunStep = Callable[[Action, str, Sequence[str]], int]
 """Runs `ssh-gateway <action> --stack <stack> [arguments]` and returns its exit code (a test counts the calls)."""
-Log = Callable[..., None]
-"""Writes one structured log line: `log(event, stack=..., **fields)`."""
-
-
-def json_log(out: TextIO = sys.stderr) -> Log:
-    """One JSON object a line: `{"ts": ..., "event": "up", "stack": "prod-a", "reason": ..., "seconds": ..., ...}`."""
-    lock = threading.Lock()
-
-    def log(event: str, **fields: Any) -> None:
-        line = json.dumps({"ts": datetime.now(UTC).isoformat(timespec="milliseconds"), "event": event, **fields})
-        with lock:
-            print(line, file=out, flush=True)
-
-    return log
 
 
 @dataclass
@@ -109,6 +91,10 @@ class StackWorker:
 
     def mark(self, reason: str) -> None:
         """Something that matters changed: an `up` follows (after the debounce, or after the running one)."""
+        self._log(LogEvent.CHANGE, stack=self.stack, reason=reason)
+        self._add(reason)
+
+    def _add(self, reason: str) -> None:
         with self._cond:
             now = time.monotonic()
             if not self._pending.reasons:
@@ -119,7 +105,7 @@ class StackWorker:
 
     def run(self, stop: threading.Event) -> None:
         """Passes until `stop` is set: a first one at once, then on changes, resyncs and grace expiries."""
-        self.mark("start")
+        self._add("start")
         resync_at = time.monotonic() + self._resync
         expiry_at: float | None = None
         while not stop.is_set():
@@ -141,7 +127,7 @@ class StackWorker:
             if last is not None and last.code == 0 and last.started > since + CLOCK_MARGIN:
                 lease.release(None)
                 self._needs_heal = False
-                self._log("up-covered", stack=self.stack, reason=_shown(reasons), by=last.holder)
+                self._log(LogEvent.UP_COVERED, stack=self.stack, reason=_shown(reasons), by=last.holder)
                 return None
         gone: list[str] = []
         if lease is not None and lease.taken_from is not None:
@@ -149,10 +135,10 @@ class StackWorker:
             # only if its pod is gone (a lock of another host is otherwise refused: it may still run).
             self._needs_heal = True
             gone = [lease.taken_from] if self._host_gone(lease.taken_from) else []
-            self._log("lease-taken-over", stack=self.stack, holder=lease.taken_from, holder_gone=bool(gone))
+            self._log(LogEvent.LEASE_TAKEN_OVER, stack=self.stack, holder=lease.taken_from, holder_gone=bool(gone))
         renewing = threading.Event()
         if lease is not None:
-            lease.hold(renewing, lambda why: self._log("lease-lost", stack=self.stack, error=why))
+            lease.hold(renewing, lambda why: self._log(LogEvent.LEASE_LOST, stack=self.stack, error=why))
         started = time.time()
         code: int = ExitCode.CANNOT_RUN  # what the lease records if the step raised
         try:
@@ -165,25 +151,26 @@ class StackWorker:
         return code
 
     def _waiting(self, holder: str) -> None:
-        self._log("lease-wait", stack=self.stack, holder=holder)
+        self._log(LogEvent.LEASE_WAIT, stack=self.stack, holder=holder)
 
     def _heal_and_up(self, reasons: list[str], gone_hosts: Sequence[str]) -> int:
         if self._needs_heal:
             began = time.monotonic()
             code = self._step("recover", [a for host in gone_hosts for a in ("--gone-host", host)])
-            self._log("recover", stack=self.stack, seconds=round(time.monotonic() - began, 2), code=code)
-        self._log("up-start", stack=self.stack, reason=_shown(reasons))
+            self._log(LogEvent.RECOVER, stack=self.stack, seconds=round(time.monotonic() - began, 2), code=code)
+        self._log(LogEvent.UP_START, stack=self.stack, reason=_shown(reasons))
         began = time.monotonic()
         code = self._step("up", ())
         self._needs_heal = code != 0
-        self._log("up", stack=self.stack, reason=_shown(reasons), seconds=round(time.monotonic() - began, 2), code=code)
+        seconds = round(time.monotonic() - began, 2)
+        self._log(LogEvent.UP, stack=self.stack, reason=_shown(reasons), seconds=seconds, code=code)
         return code
 
     def _step(self, action: Action, arguments: Sequence[str]) -> int:
         try:
             return self._run_step(action, self.stack, arguments)
         except OSError as exc:  # it could not even start (no python, no pulumi): a failure, healed next time
-            self._log("step-error", stack=self.stack, action=action, error=f"{type(exc).__name__}: {exc}")
+            self._log(LogEvent.STEP_ERROR, stack=self.stack, action=action, error=f"{type(exc).__name__}: {exc}")
             return ExitCode.CANNOT_RUN
 
     def _wait(self, stop: threading.Event, resync_at: float, expiry_at: float | None) -> tuple[list[str], float]:

@@ -47,7 +47,15 @@ def test_a_reconciler_killed_during_an_up_is_healed_by_the_next_start(
     once = run([*RECONCILE, stack.name, "--once"])
     assert once.returncode == 0, once.stderr[-3000:]
     steps = [(e["event"], e.get("code")) for e in events(once.stderr)]
-    assert steps == [("recover", 0), ("up-start", None), ("up", 0)], steps
+    # The reconciler's own events, and between its up-start and up those of the `ssh-gateway up` it started.
+    assert steps == [
+        ("recover", 0),
+        ("up-start", None),
+        ("stack-export", None),
+        ("pulumi-up-start", None),
+        ("pulumi-up", 0),
+        ("up", 0),
+    ], steps
     assert sorted(k for k in status(kube, ns, stack) if k.startswith("instance.")) == [
         "instance.u0.json",
         "instance.u1.json",

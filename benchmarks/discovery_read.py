@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Final
 
 from ssh_gateway.core.cluster import StatusMap
-from ssh_gateway.core.discovery import discover, next_status, read_memory
+from ssh_gateway.core.discovery import discover
+from ssh_gateway.core.discovery_status import next_status, read_memory
 from ssh_gateway.core.names import DiscoverFrom
 from ssh_gateway.core.settings import parse_settings
 from ssh_gateway.kube import api_client, list_selected, read_status, read_statuses

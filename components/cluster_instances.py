@@ -18,7 +18,9 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from ssh_gateway.core.addresses import DNS_NAME_MAX
-from ssh_gateway.core.discovery import Outcome, StatusError, discover, next_status, read_memory, read_selections
+from ssh_gateway.core.discovery import discover
+from ssh_gateway.core.discovery_records import Outcome
+from ssh_gateway.core.discovery_status import StatusError, next_status, read_memory, read_selections
 from ssh_gateway.core.names import (
     MANAGED_BY,
     MANAGED_BY_LABEL,

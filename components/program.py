@@ -27,7 +27,7 @@ from providers.sdk_patches import patch_the_sdk
 from ssh_gateway.core.connect import ConnectGateway, Entry, PangolinEntry, StandaloneEnvoy, envoy_bootstrap_yaml
 from ssh_gateway.core.credentials import find_api_key
 from ssh_gateway.core.derived_names import check_derived_names
-from ssh_gateway.core.discovery import Outcome
+from ssh_gateway.core.discovery_records import Outcome
 from ssh_gateway.core.firewall import RuleDesign, Sources, nsg_priority
 from ssh_gateway.core.host_identity import cert_authority_lines, private_seed
 from ssh_gateway.core.issued_identity import issued_identity

@@ -1,7 +1,8 @@
-"""Instances discovered from the cluster (`ssh-gateway:discovery`, docs/cluster-instances.md): pure logic.
+"""Instances discovered from the cluster (`ssh-gateway:discovery`, docs/cluster-instances.md): the decision.
 
 `discover` takes what the program read - a complete listing of the selected objects, this stack's status
-ConfigMap (its memory), the other stacks' selections - with the time and the settings, and decides:
+ConfigMap (its memory, read by `discovery_status`), the other stacks' selections - with the time and the
+settings, and decides (in the records of `discovery_records`):
 
 - each selected object's instance, its keys from the `ssh-gateway.io/<key>` annotations, validated by the same
   instance models as the file's entries (an error names the object, the annotation, the value, what is allowed);
@@ -9,8 +10,7 @@ ConfigMap (its memory), the other stacks' selections - with the time and the set
   is also configured in the file or taken by another object, or that another stack selects too;
 - the grace period: an instance whose object is gone stays (same name, so the same port, host key and Pangolin
   resource) until `missingSince + gracePeriod`, then goes;
-- the guard: more removals in one run than `maxRemovals` are all held back (kept, warned, recorded);
-- the next status (`next_status`), once the program knows the instances' endpoints.
+- the guard: more removals in one run than `maxRemovals` are all held back (kept, warned, recorded).
 
 It never talks to a cluster: a listing that failed never reaches it (the reader raises instead), so a failure to
 read can never look like objects that are gone.
@@ -19,27 +19,17 @@ read can never look like objects that are gone.
 from __future__ import annotations
 
 import difflib
-import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime, timedelta
-from enum import StrEnum
+from datetime import datetime, timedelta
 from typing import Any, Final
 
 from pydantic import TypeAdapter, ValidationError
 
-from .cluster import ClusterObject, Listing, StatusMap
+from .cluster import ClusterObject, Listing
 from .derived_names import instance_name_problem
-from .names import (
-    DISCOVERY_ANNOTATED_KEYS,
-    DISCOVERY_PREFIX,
-    STATUS_HELD_KEY,
-    STATUS_SELECTION_KEY,
-    DiscoverFrom,
-    discovery_annotation,
-    status_instance_key,
-    status_refused_key,
-)
+from .discovery_records import Found, Outcome, Refusal, Remembered, Selection, State, selection_of
+from .names import DISCOVERY_ANNOTATED_KEYS, DISCOVERY_PREFIX, DiscoverFrom, discovery_annotation
 from .outputs import Routing
 from .settings import (
     ConnectModeInstance,
@@ -51,244 +41,13 @@ from .settings import (
 )
 from .targets import cluster_dns_name
 
-__all__ = [
-    "Found",
-    "Outcome",
-    "Refusal",
-    "Remembered",
-    "Selection",
-    "State",
-    "StatusError",
-    "discover",
-    "next_expiry",
-    "next_status",
-    "read_memory",
-    "read_selections",
-]
+__all__ = ["discover"]
 
 POD_NAME_LABEL: Final = "statefulset.kubernetes.io/pod-name"
 """The label a StatefulSet gives each pod, with the pod's name: a selector of that pod alone."""
 
 _NODE_PORT_TYPES: Final = ("NodePort", "LoadBalancer")
-_SHOWN_MAX: Final = 80
-"""The characters of a refused value a refusal line shows."""
 _INSTANCE: Final[TypeAdapter[Instance]] = TypeAdapter(Instance)
-
-
-class StatusError(ValueError):
-    """This stack's status ConfigMap holds what this program never wrote: the memory cannot be trusted."""
-
-
-class State(StrEnum):
-    """Why a discovered instance is in this run."""
-
-    PRESENT = "present"
-    """Its object is listed and its annotations are valid."""
-    KEPT = "kept"
-    """Its object is listed but its annotations are not valid now: it keeps its last accepted spec."""
-    MISSING = "missing"
-    """Its object is gone (or no longer selected), within the grace period."""
-    HELD = "held"
-    """Its grace period is over, but the guard holds its removal back (too many at once)."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class Refusal:
-    """An object that gives no instance (or keeps its last accepted one), and why, in one line."""
-
-    ref: str
-    """The object, e.g. `pod gpu-users/alice-0`."""
-    namespace: str
-    name: str
-    reason: str
-    """What is wrong and what is allowed."""
-    key: str | None = None
-    """The annotation (or label) at fault, e.g. `ssh-gateway.io/user`."""
-    value: str | None = None
-    """Its value, as the object has it."""
-
-    @property
-    def line(self) -> str:
-        """`pod gpu-users/alice-0: ssh-gateway.io/user = "ro ot": <reason>`; a long value is cut (an annotation
-        may hold 256 KiB, and the line goes into a warning and the status ConfigMap)."""
-        if self.key is None:
-            return f"{self.ref}: {self.reason}"
-        value = self.value
-        if value is not None and len(value) > _SHOWN_MAX:
-            value = f"{value[:_SHOWN_MAX]}... ({len(value)} characters)"
-        shown = f" = {json.dumps(value)}" if value is not None else ""
-        return f"{self.ref}: {self.key}{shown}: {self.reason}"
-
-
-@dataclass(frozen=True, kw_only=True)
-class Found:
-    """A discovered instance of this run, with the object it comes from."""
-
-    instance: Instance
-    """The instance as the file's entries are (`namespace` set to the object's)."""
-    kind: DiscoverFrom
-    namespace: str
-    name: str
-    """The object's name (not the instance's)."""
-    uid: str
-    annotations: Mapping[str, str]
-    """The accepted `ssh-gateway.io/*` annotations (the spec it keeps while newer ones are invalid)."""
-    config: Mapping[str, Any]
-    """The instance as config (what was validated), which the next run validates again if it must keep it."""
-    state: State
-    missing_since: datetime | None = None
-
-    def record(self) -> dict[str, Any]:
-        """Its status entry, without the endpoint (the program adds that once the instance's resources exist)."""
-        return {
-            "object": {"kind": self.kind.value, "namespace": self.namespace, "name": self.name},
-            "uid": self.uid,
-            "state": self.state.value,
-            "annotations": dict(sorted(self.annotations.items())),
-            "instance": dict(self.config),
-            "missingSince": rfc3339(self.missing_since) if self.missing_since is not None else None,
-        }
-
-
-@dataclass(frozen=True, kw_only=True)
-class Remembered:
-    """A discovered instance as this stack's status recorded it."""
-
-    name: str
-    kind: DiscoverFrom
-    namespace: str
-    object_name: str
-    uid: str
-    annotations: Mapping[str, str]
-    instance: Mapping[str, Any]
-    """The accepted instance, as config (by alias)."""
-    missing_since: datetime | None
-
-
-@dataclass(frozen=True, kw_only=True)
-class Selection:
-    """What a stack selects: from its status's `selection.json`."""
-
-    stack: str
-    kind: DiscoverFrom
-    namespaces: tuple[str, ...]
-    selector: Mapping[str, str]
-
-    def selects(self, obj: ClusterObject) -> bool:
-        """Whether the object is among this selection's."""
-        return (
-            obj.kind is self.kind
-            and obj.namespace in self.namespaces
-            and all(obj.labels.get(k) == v for k, v in self.selector.items())
-        )
-
-
-@dataclass(frozen=True, kw_only=True)
-class Outcome:
-    """What a run does with the discovered instances."""
-
-    instances: tuple[Found, ...]
-    """Every discovered instance the run registers: present, kept, missing in grace, held by the guard."""
-    refusals: tuple[Refusal, ...]
-    removed: tuple[str, ...]
-    """Instances whose grace period is over and whose removal the guard let through."""
-    held: tuple[str, ...]
-    """Instances whose removal the guard holds back (more than `maxRemovals` at once)."""
-    selection: Selection
-    max_removals: int
-
-    def warnings(self) -> list[str]:
-        """One line per refusal, and one for the guard."""
-        lines = [f"discovery refused {r.line}" for r in self.refusals]
-        if self.held:
-            lines.append(
-                f"discovery holds back {len(self.held)} removals ({', '.join(self.held)}), over "
-                f"ssh-gateway:discovery.maxRemovals {self.max_removals}: a selector that matches nothing now, or "
-                "the wrong cluster? If they are meant to go, raise maxRemovals for one run"
-            )
-        return lines
-
-
-def rfc3339(moment: datetime) -> str:
-    """`2026-12-03T10:00:00Z`."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-
-
-def _parse_time(text: object, key: str) -> datetime | None:
-    if text is None:
-        return None
-    try:
-        return datetime.strptime(str(text), "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
-    except ValueError:
-        raise StatusError(
-            f"{key}: missingSince {text!r} is not an RFC 3339 time such as 2026-12-03T10:00:00Z"
-        ) from None
-
-
-def selection_of(settings: Discovery, stack: str) -> Selection:
-    """The stack's own selection."""
-    return Selection(stack=stack, kind=settings.from_, namespaces=settings.namespaces, selector=dict(settings.selector))
-
-
-def read_memory(status: StatusMap | None) -> dict[str, Remembered]:
-    """The discovered instances this stack's status recorded, by instance name; none without a status."""
-    if status is None:
-        return {}
-    found: dict[str, Remembered] = {}
-    for key, text in status.data.items():
-        if not (key.startswith("instance.") and key.endswith(".json")):
-            continue
-        where = f"status ConfigMap {status.namespace}/{status.name} key {key}"
-        try:
-            entry = json.loads(text)
-            obj = entry["object"]
-            name = key.removeprefix("instance.").removesuffix(".json")
-            found[name] = Remembered(
-                name=name,
-                kind=DiscoverFrom(obj["kind"]),
-                namespace=str(obj["namespace"]),
-                object_name=str(obj["name"]),
-                uid=str(entry["uid"]),
-                annotations={str(k): str(v) for k, v in dict(entry.get("annotations") or {}).items()},
-                instance=dict(entry["instance"]),
-                missing_since=_parse_time(entry.get("missingSince"), where),
-            )
-        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
-            if isinstance(exc, StatusError):
-                raise
-            raise StatusError(
-                f"{where} is not an instance entry this program writes ({type(exc).__name__}): fix or delete the key"
-            ) from None
-    return found
-
-
-def next_expiry(memory: Mapping[str, Remembered], grace_period: int) -> datetime | None:
-    """When the first gone instance's grace period ends (the next run after it removes the instance), or None
-    when none is gone: the time a trigger such as `ssh-gateway reconcile` wakes up at."""
-    gone = [r.missing_since for r in memory.values() if r.missing_since is not None]
-    return min(gone) + timedelta(seconds=grace_period) if gone else None
-
-
-def read_selections(statuses: Sequence[StatusMap], own_stack: str) -> list[Selection]:
-    """Every other stack's selection, from their status ConfigMaps (one unreadable is skipped: it can only
-    make this stack refuse fewer objects, never remove any)."""
-    found = []
-    for status in statuses:
-        if status.stack == own_stack or STATUS_SELECTION_KEY not in status.data:
-            continue
-        try:
-            data = json.loads(status.data[STATUS_SELECTION_KEY])
-            found.append(
-                Selection(
-                    stack=status.stack,
-                    kind=DiscoverFrom(data["from"]),
-                    namespaces=tuple(str(n) for n in data["namespaces"]),
-                    selector={str(k): str(v) for k, v in dict(data["selector"]).items()},
-                )
-            )
-        except (json.JSONDecodeError, KeyError, TypeError, ValueError):
-            continue
-    return found
 
 
 @dataclass
@@ -307,9 +66,7 @@ class _Run:
     found: dict[str, Found] = field(default_factory=dict)
 
     def refuse(self, obj: ClusterObject, reason: str, key: str | None = None, value: str | None = None) -> None:
-        self.refusals.append(
-            Refusal(ref=obj.ref, namespace=obj.namespace, name=obj.name, reason=reason, key=key, value=value)
-        )
+        self.refusals.append(Refusal.of(obj, reason, key, value))
 
 
 def discover(
@@ -429,8 +186,9 @@ def _annotations(obj: ClusterObject) -> dict[str, str]:
 
 def _accept(run: _Run, name: str, obj: ClusterObject, pins: dict[int, str]) -> None:
     """The object's instance from its annotations; invalid ones keep the remembered spec, if any."""
-    annotations = _annotations(obj)
+    annotations: Mapping[str, str] = _annotations(obj)
     built = _build(run, name, obj, annotations, pins)
+    state = State.PRESENT
     if isinstance(built, Refusal):
         run.refusals.append(built)
         known = run.memory.get(name)
@@ -440,20 +198,11 @@ def _accept(run: _Run, name: str, obj: ClusterObject, pins: dict[int, str]) -> N
             instance = _INSTANCE.validate_python(dict(known.instance))
         except ValidationError:
             return  # the accepted spec no longer fits the stack's settings: only a new valid one helps
-        run.found[name] = Found(
-            instance=instance,
-            kind=obj.kind,
-            namespace=obj.namespace,
-            name=obj.name,
-            uid=obj.uid,
-            annotations=known.annotations,
-            config=known.instance,
-            state=State.KEPT,
-        )
-        return
-    instance, config = built
-    if not isinstance(instance, ConnectModeInstance) and instance.port is not None:
-        pins[instance.port] = name
+        annotations, config, state = known.annotations, known.instance, State.KEPT
+    else:
+        instance, config = built
+        if not isinstance(instance, ConnectModeInstance) and instance.port is not None:
+            pins[instance.port] = name
     run.found[name] = Found(
         instance=instance,
         kind=obj.kind,
@@ -462,7 +211,7 @@ def _accept(run: _Run, name: str, obj: ClusterObject, pins: dict[int, str]) -> N
         uid=obj.uid,
         annotations=annotations,
         config=config,
-        state=State.PRESENT,
+        state=state,
     )
 
 
@@ -470,16 +219,12 @@ def _build(
     run: _Run, name: str, obj: ClusterObject, annotations: Mapping[str, str], pins: Mapping[int, str]
 ) -> tuple[Instance, dict[str, Any]] | Refusal:
     """The instance the object and its annotations make, validated by the instance models, and its config."""
-
-    def refusal(reason: str, key: str | None = None, value: str | None = None) -> Refusal:
-        return Refusal(ref=obj.ref, namespace=obj.namespace, name=obj.name, reason=reason, key=key, value=value)
-
     allowed = [discovery_annotation(k) for k in DISCOVERY_ANNOTATED_KEYS]
     for key, value in sorted(annotations.items()):
         if key not in allowed:
             close = difflib.get_close_matches(key, allowed, n=1, cutoff=0.6)
             hint = f"did you mean {close[0]!r}? " if close else ""
-            return refusal(f"unknown annotation; {hint}allowed: {', '.join(allowed)}", key, value)
+            return Refusal.of(obj, f"unknown annotation; {hint}allowed: {', '.join(allowed)}", key, value)
     keys: dict[str, Any] = {k.removeprefix(DISCOVERY_PREFIX): v for k, v in annotations.items()}
     if "sourceCidrs" in keys:
         keys["sourceCidrs"] = [c.strip() for c in str(keys["sourceCidrs"]).split(",") if c.strip()]
@@ -488,14 +233,14 @@ def _build(
     raw: dict[str, Any] = {"name": name, "routing": routing, "namespace": obj.namespace, **keys}
     target = _target(run, obj, raw, routing)
     if isinstance(target, str):
-        return refusal(target)
+        return Refusal.of(obj, target)
     try:
         instance = _INSTANCE.validate_python(raw)
     except ValidationError as exc:
-        return _model_refusal(run, obj, name, exc, annotations, refusal)
+        return _model_refusal(run, obj, name, exc, annotations)
     problem = _stack_problem(run, instance, pins)
     if problem is not None:
-        return refusal(*problem)
+        return Refusal.of(obj, *problem)
     return instance, raw
 
 
@@ -540,7 +285,6 @@ def _model_refusal(
     name: str,
     exc: ValidationError,
     annotations: Mapping[str, str],
-    refusal: Callable[..., Refusal],
 ) -> Refusal:
     """The model's first error, named by the annotation it comes from (or the label or object name)."""
     err = exc.errors()[0]
@@ -549,15 +293,15 @@ def _model_refusal(
     for part in fields:
         if part in DISCOVERY_ANNOTATED_KEYS:
             key = discovery_annotation(part)
-            return refusal(message, key, annotations.get(key))
+            return Refusal.of(obj, message, key, annotations.get(key))
     if "name" in fields:
         label = run.section.name_label
         source = f"label {label}" if label else f"the {obj.kind.value.rstrip('s')}'s name"
-        return refusal(f"instance name {name!r} (from {source}): {message}")
+        return Refusal.of(obj, f"instance name {name!r} (from {source}): {message}")
     if err["type"] == "unknown_instance_kind":
         key = discovery_annotation("routing")
-        return refusal("unknown routing; allowed: port, connect", key, annotations.get(key))
-    return refusal(f"{'.'.join(fields) or 'instance'}: {message}")
+        return Refusal.of(obj, "unknown routing; allowed: port, connect", key, annotations.get(key))
+    return Refusal.of(obj, f"{'.'.join(fields) or 'instance'}: {message}")
 
 
 def _stack_problem(run: _Run, inst: Instance, pins: Mapping[int, str]) -> tuple[str, str | None, str | None] | None:
@@ -633,31 +377,3 @@ def _gone(run: _Run) -> tuple[tuple[str, ...], tuple[str, ...]]:
             run.found[name] = replace(found, state=State.HELD)
         return (), tuple(name for name, _ in expired)
     return tuple(name for name, _ in expired), ()
-
-
-def next_status(outcome: Outcome, endpoints: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
-    """The status ConfigMap's data after this run: the selection, each instance with its endpoint, each refused
-    object's line, and the guard's held removals."""
-    selection = outcome.selection
-    data = {
-        STATUS_SELECTION_KEY: json.dumps(
-            {
-                "stack": selection.stack,
-                "from": selection.kind.value,
-                "namespaces": list(selection.namespaces),
-                "selector": dict(sorted(selection.selector.items())),
-            },
-            sort_keys=True,
-        )
-    }
-    for found in outcome.instances:
-        record = found.record()
-        record["endpoint"] = dict(endpoints.get(found.instance.name, {}))
-        data[status_instance_key(found.instance.name)] = json.dumps(record, sort_keys=True)
-    for refusal in outcome.refusals:
-        entry = {"object": refusal.ref, "key": refusal.key, "error": refusal.line}
-        data[status_refused_key(refusal.namespace, refusal.name)] = json.dumps(entry, sort_keys=True)
-    if outcome.held:
-        held = {"held": list(outcome.held), "maxRemovals": outcome.max_removals}
-        data[STATUS_HELD_KEY] = json.dumps(held, sort_keys=True)
-    return data

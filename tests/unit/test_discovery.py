@@ -1,4 +1,4 @@
-"""Instances discovered from the cluster, decided by pure logic (ssh_gateway/core/discovery.py): annotations
+"""Instances discovered from the cluster, decided by pure logic (ssh_gateway/core/discovery*.py): annotations
 validated by the instance models, tenants kept apart, the grace period, the guard and the status it writes."""
 
 from __future__ import annotations
@@ -13,18 +13,9 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from ssh_gateway.core.cluster import ClusterObject, Listing, ServicePort, StatusMap
-from ssh_gateway.core.discovery import (
-    Outcome,
-    Remembered,
-    Selection,
-    State,
-    StatusError,
-    discover,
-    next_expiry,
-    next_status,
-    read_memory,
-    read_selections,
-)
+from ssh_gateway.core.discovery import discover
+from ssh_gateway.core.discovery_records import Outcome, Remembered, Selection, State
+from ssh_gateway.core.discovery_status import StatusError, next_expiry, next_status, read_memory, read_selections
 from ssh_gateway.core.firewall import Cidrs
 from ssh_gateway.core.names import STATUS_KEY_MAX, DiscoverFrom, status_refused_key
 from ssh_gateway.core.settings import (

@@ -15,7 +15,8 @@ import pytest
 
 from components.program import build
 from ssh_gateway.core.cluster import ClusterObject, Listing, ServicePort
-from ssh_gateway.core.discovery import Outcome, discover
+from ssh_gateway.core.discovery import discover
+from ssh_gateway.core.discovery_records import Outcome
 from ssh_gateway.core.names import CONFIG_MAP_TYPE, SECRET_TYPE, SERVICE_TYPE, DiscoverFrom
 from ssh_gateway.core.org import OrgView
 from ssh_gateway.core.settings import Settings

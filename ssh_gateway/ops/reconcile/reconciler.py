@@ -20,8 +20,8 @@ from kubernetes.client import ApiClient, CoreV1Api
 from kubernetes.client.exceptions import ApiException
 
 from ssh_gateway.core.addresses import check_dns_name
-from ssh_gateway.core.discovery import StatusError, read_memory
-from ssh_gateway.core.discovery import next_expiry as expiry_of
+from ssh_gateway.core.discovery_status import StatusError, read_memory
+from ssh_gateway.core.discovery_status import next_expiry as expiry_of
 from ssh_gateway.core.log_events import JSON_LOG_ENV, Log, LogEvent
 from ssh_gateway.core.names import DiscoverFrom, reconcile_lease_name, stack_label, status_config_map_name
 from ssh_gateway.kube import KubeError, api_client, read_status

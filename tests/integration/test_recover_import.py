@@ -91,6 +91,18 @@ def _pending(stack: auto.Stack) -> list[str]:
     return [str(op["resource"]["urn"]) for op in deployment.get("pending_operations") or []]
 
 
+def _pending_after_kill(stack: auto.Stack) -> list[str] | None:
+    """The pending operations' resource names right after a kill, or None when the kill landed in a checkpoint
+    write of another step begun beside the held one and left fileblob's `.attrs` empty (`failed to load
+    checkpoint: EOF`): a state no command can read until `recover` repairs it, which the test then relies on."""
+    try:
+        return [urn.rsplit("::", 1)[1] for urn in _pending(stack)]
+    except auto.CommandError as exc:
+        if "failed to load checkpoint" not in str(exc):
+            raise
+        return None
+
+
 def _kill_at_hold(stack: auto.Stack, held: threading.Event, log: Path, env: dict[str, str]) -> None:
     """`pulumi up` until the held create's answer is withheld, then kill -9 of its whole process tree."""
     up = start_up(stack, log, env=env)
@@ -275,8 +287,8 @@ def test_a_kill_right_after_an_nsg_rule_create_is_healed_by_recover_and_up(
     assert fake_azure.rule_names() == ["ssh-gateway-vm-a"]
     # The port check starts beside the rule (both wait only for the Pangolin resource): the kill may catch its
     # create begun too.
-    pending = [urn.rsplit("::", 1)[1] for urn in _pending(stack)]
-    assert "vm-a-nsg-rule" in pending and set(pending) <= {"vm-a-nsg-rule", "port-check"}, pending
+    pending = _pending_after_kill(stack)
+    assert pending is None or ("vm-a-nsg-rule" in pending and set(pending) <= {"vm-a-nsg-rule", "port-check"}), pending
     fake_azure.release()
 
     report, text = _recover_then_up(stack)
@@ -341,7 +353,8 @@ def test_a_kill_right_after_the_merged_rule_create_is_healed_by_recover_and_up(
     _kill_at_hold(stack, held, tmp_path / "up.log", {})
 
     assert fake_azure.rule_names() == [rule]  # Azure made it; the engine never heard
-    assert any(urn.endswith("-ports") for urn in _pending(stack)), _pending(stack)
+    pending = _pending_after_kill(stack)
+    assert pending is None or "firewall-ports" in pending, pending
     fake_azure.release()
 
     report, text = _recover_then_up(stack)

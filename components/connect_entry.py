@@ -81,7 +81,7 @@ class ConnectEntry(pulumi.ComponentResource):
             resource_id = pangolin_resource.resource_id
             self.pangolin = pangolin_resource
             if args.firewall is not None:
-                self._create_firewall_rule(name, entry, args, args.firewall, pangolin_resource)
+                self._create_firewall_rule(name, entry, args.firewall, args.firewall_rule_name, pangolin_resource)
         self.host = pulumi.Output.from_input(entry.host)
         self.port = pulumi.Output.from_input(entry.port)
         self.pangolin_resource_id = pulumi.Output.from_input(resource_id)
@@ -104,8 +104,8 @@ class ConnectEntry(pulumi.ComponentResource):
         self,
         name: str,
         entry: PangolinEntry,
-        args: ConnectEntryArgs,
         fw: FirewallRuleArgs,
+        rule_name: str,
         pangolin_resource: PangolinTcpResource,
     ) -> None:
         # Like an instance's rule: opened only once Pangolin binds the port. A stack whose rule had the old shared
@@ -114,7 +114,7 @@ class ConnectEntry(pulumi.ComponentResource):
         nsg_rule(
             child_name(name, Role.NSG_RULE),
             fw,
-            rule_name=args.firewall_rule_name,
+            rule_name=rule_name,
             description="ssh-gateway: public ssh over HTTP CONNECT to every connect-mode instance",
             port=str(entry.port),
             opts=pulumi.ResourceOptions(parent=self, depends_on=[pangolin_resource]),

@@ -299,18 +299,18 @@ class FakeAzure:
             exists = name in self._nsgs.get(where, {})
         if exists:
             self._refuse(where, AzureRefusal(f"cannot create already existing resource '{arm_id}'"))
-        self._after("before create", name)
+        self._wait_if_held("before create", name)
         with self._writing(where):
             self._put(where, name, properties)
             self._counts.setdefault(where, Counter())["creates"] += 1
-        self._after("create", name)
+        self._wait_if_held("create", name)
         return arm_id
 
     def update(self, where: Nsg, name: str, properties: dict[str, Any]) -> None:
         with self._writing(where):
             self._put(where, name, properties)
             self._counts.setdefault(where, Counter())["updates"] += 1
-        self._after("update", name)
+        self._wait_if_held("update", name)
 
     def delete(self, where: Nsg, name: str) -> None:
         with self._writing(where):
@@ -435,7 +435,7 @@ class FakeAzure:
         rules[name], sizes[name] = properties, size
         self._etags[where] = next(self._versions)
 
-    def _after(self, write: str, rule: str) -> None:
+    def _wait_if_held(self, write: str, rule: str) -> None:
         """Waits for `release` when the test holds this write of this rule (`write`: `create`, `update` or
         `before create`)."""
         with self.lock:

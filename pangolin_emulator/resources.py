@@ -8,10 +8,10 @@ from typing import Any
 from pangolin_emulator import schemas
 from pangolin_emulator.context import Context, Reply
 from pangolin_emulator.errors import INTERNAL, ApiError
-from pangolin_emulator.listing import limit_offset_window, page_window, search_filter
+from pangolin_emulator.listing import limit_offset_window, page_window, search_pattern
 from pangolin_emulator.names import unique_nice_id
 from pangolin_emulator.shapes import RAW_MODES, is_raw, resource_list_item, resource_row
-from pangolin_emulator.store import Row
+from pangolin_emulator.store import Order, ResourceFilter, Row
 from pangolin_emulator.validation import UNDEFINED, Issue, Obj
 
 __all__ = [
@@ -156,41 +156,34 @@ def get_resource(ctx: Context) -> Reply:
     return Reply(200, "Resource retrieved successfully", resource_row(ctx.entities["resource"], ctx.features))
 
 
-def _matches(row: Row, query: dict[str, object], site_ids: set[int]) -> bool:
-    search = search_filter(query.get("query"))
-    # Upstream searches name, niceId and fullDomain (and label names in 1.22; the emulator has
-    # no labels). See listing.search_filter for what a match is.
-    if search is not None and not any(search(row.get(column)) for column in ("name", "niceId", "fullDomain")):
-        return False
+def _resource_filter(query: dict[str, object]) -> ResourceFilter:
     enabled = query.get("enabled")
-    if enabled is not None and row["enabled"] != (enabled == "true"):
-        return False
     site_id = query.get("siteId")
-    if site_id is not None and site_id not in site_ids:
-        return False
     protocol = query.get("protocol")
-    if protocol in ("http", "https"):
-        return row["mode"] == "http" and bool(row.get("ssl")) == (protocol == "https")
-    return protocol is None or row["mode"] == protocol
+    return ResourceFilter(
+        search=search_pattern(query.get("query")),
+        enabled=None if enabled is None else enabled == "true",
+        site_id=None if site_id is None else float(str(site_id)),
+        protocol=None if protocol is None else str(protocol),
+    )
 
 
 def list_resources(ctx: Context) -> Reply:
     features = ctx.features
     query = schemas.resource_list_query(features).validate(ctx.query)
-    rows = ctx.store.list_resources(ctx.org_id)
-    targets = ctx.store.list_targets()
-    by_resource: dict[int, list[Row]] = {}
-    for target in targets:
-        by_resource.setdefault(target["resourceId"], []).append(target)
     if features.page_pagination:
-        rows = [r for r in rows if _matches(r, query, {t["siteId"] for t in by_resource.get(r["resourceId"], [])})]
-        rows.sort(key=lambda r: (r["name"], r["resourceId"]), reverse=query["order"] == "desc")
-        window, pagination = page_window(rows, query)
+        window = page_window(query)
+        order: Order = "name desc" if query["order"] == "desc" else "name"
+        total, rows = ctx.store.page_resources(ctx.org_id, _resource_filter(query), order, window.start, window.size)
     else:
-        window, pagination = limit_offset_window(rows, query)
+        window = limit_offset_window(query)
+        total, rows = ctx.store.page_resources(ctx.org_id, ResourceFilter(), "id", window.start, window.size)
+    by_resource: dict[int, list[Row]] = {}
+    for target in ctx.store.targets_of([r["resourceId"] for r in rows]):
+        by_resource.setdefault(target["resourceId"], []).append(target)
     sites = {s["siteId"]: s for s in ctx.store.list_sites(ctx.org_id)}
-    items = [resource_list_item(r, by_resource.get(r["resourceId"], []), sites, features) for r in window]
-    return Reply(200, "Resources retrieved successfully", {"resources": items, "pagination": pagination})
+    items = [resource_list_item(r, by_resource.get(r["resourceId"], []), sites, features) for r in rows]
+    return Reply(200, "Resources retrieved successfully", {"resources": items, "pagination": window.pagination(total)})
 
 
 def list_resource_names(ctx: Context) -> Reply:

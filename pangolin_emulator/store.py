@@ -13,10 +13,11 @@ import sqlite3
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-__all__ = ["Row", "Store"]
+__all__ = ["ResourceFilter", "Row", "Store"]
 
 Row = dict[str, Any]
 
@@ -47,6 +48,7 @@ CREATE TABLE IF NOT EXISTS targets (
     siteId INTEGER NOT NULL, ip TEXT NOT NULL, port INTEGER NOT NULL, enabled INTEGER NOT NULL,
     attrs TEXT NOT NULL);
 CREATE INDEX IF NOT EXISTS resources_by_nice_id ON resources (orgId, niceId);
+CREATE INDEX IF NOT EXISTS resources_by_name ON resources (orgId, name, resourceId);
 CREATE INDEX IF NOT EXISTS targets_by_resource ON targets (resourceId);
 CREATE TABLE IF NOT EXISTS counters (route TEXT PRIMARY KEY, calls INTEGER NOT NULL DEFAULT 0);
 CREATE TABLE IF NOT EXISTS fault_counters (
@@ -56,6 +58,50 @@ CREATE TABLE IF NOT EXISTS fault_counters (
 _ORG_DOMAINS = "SELECT d.* FROM domains d JOIN org_domains o USING (domainId) WHERE o.orgId = ?"
 _RESOURCE_COLUMNS = ("orgId", "niceId", "name", "mode", "proxyPort", "enabled")
 _TARGET_COLUMNS = ("resourceId", "siteId", "ip", "port", "enabled")
+_RESOURCE_ORDER = {
+    "id": "resourceId",
+    "name": "name, resourceId",
+    "name desc": "name DESC, resourceId DESC",
+}
+Order = Literal["id", "name", "name desc"]
+
+
+@dataclass(frozen=True)
+class ResourceFilter:
+    """What a 1.16+ resource list keeps; `search` is a LIKE pattern (listing.search_pattern)."""
+
+    search: str | None = None
+    enabled: bool | None = None
+    site_id: float | None = None
+    protocol: str | None = None
+
+
+def _like_any(columns: tuple[str, ...], pattern: str) -> tuple[str, list[Any]]:
+    """Upstream's search: `LOWER(column) LIKE pattern` on any of `columns`, no ESCAPE clause."""
+    return "(" + " OR ".join(f"LOWER({column}) LIKE ?" for column in columns) + ")", [pattern] * len(columns)
+
+
+def _resource_where(org_id: str, keep: ResourceFilter) -> tuple[str, list[Any]]:
+    clauses: list[str] = ["orgId = ?"]
+    args: list[Any] = [org_id]
+    if keep.search is not None:
+        # Upstream searches name, niceId and fullDomain (and label names in 1.22; the emulator has no labels).
+        clause, patterns = _like_any(("name", "niceId", "json_extract(attrs, '$.fullDomain')"), keep.search)
+        clauses.append(clause)
+        args += patterns
+    if keep.enabled is not None:
+        clauses.append("enabled = ?")
+        args.append(int(keep.enabled))
+    if keep.site_id is not None:
+        clauses.append("EXISTS (SELECT 1 FROM targets t WHERE t.resourceId = resources.resourceId AND t.siteId = ?)")
+        args.append(keep.site_id)
+    if keep.protocol in ("http", "https"):
+        clauses.append("mode = 'http' AND (IFNULL(json_extract(attrs, '$.ssl'), 0) != 0) = ?")
+        args.append(int(keep.protocol == "https"))
+    elif keep.protocol is not None:
+        clauses.append("mode = ?")
+        args.append(keep.protocol)
+    return " AND ".join(clauses), args
 
 
 def _row(cursor: sqlite3.Cursor, values: tuple[Any, ...]) -> Row:
@@ -178,9 +224,20 @@ class Store:
             row: Row | None = db.execute("SELECT * FROM sites WHERE siteId = ?", (site_id,)).fetchone()
             return row
 
-    def list_sites(self, org_id: str) -> list[Row]:
+    def list_sites(self, org_id: str, search: str | None = None) -> list[Row]:
+        """The org's sites, those whose name or niceId match `search` (listing.search_pattern) if given."""
+        where, args = "orgId = ?", [org_id]
+        if search is not None:
+            clause, patterns = _like_any(("name", "niceId"), search)
+            where, args = f"{where} AND {clause}", [*args, *patterns]
         with self._tx() as db:
-            return list(db.execute("SELECT * FROM sites WHERE orgId = ? ORDER BY siteId", (org_id,)))
+            return list(db.execute(f"SELECT * FROM sites WHERE {where} ORDER BY siteId", args))  # noqa: S608 - fixed fragments
+
+    def site_resource_count(self, site_id: int) -> int:
+        """How many resources have a target on the site."""
+        with self._tx() as db:
+            sql = "SELECT COUNT(DISTINCT resourceId) AS n FROM targets WHERE siteId = ?"
+            return int(db.execute(sql, (site_id,)).fetchone()["n"])
 
     def ensure_domain(self, org_id: str, domain_id: str, base_domain: str) -> None:
         with self._tx() as db:
@@ -238,6 +295,17 @@ class Store:
             return self._snapshot("resources", None, "SELECT * FROM resources ORDER BY resourceId", ())
         sql = "SELECT * FROM resources WHERE orgId = ? ORDER BY resourceId"
         return self._snapshot("resources", org_id, sql, (org_id,))
+
+    def page_resources(
+        self, org_id: str, keep: ResourceFilter, order: Order, start: int, size: int
+    ) -> tuple[int, list[Row]]:
+        """The org's resources that `keep` keeps: how many, and those of one window in `order`, filtered,
+        sorted and cut in SQL as upstream does, so a page costs its rows, not the org's."""
+        where, args = _resource_where(org_id, keep)
+        with self._tx() as db:
+            total = int(db.execute(f"SELECT COUNT(*) AS n FROM resources WHERE {where}", args).fetchone()["n"])  # noqa: S608 - fixed fragments
+            sql = f"SELECT * FROM resources WHERE {where} ORDER BY {_RESOURCE_ORDER[order]} LIMIT ? OFFSET ?"  # noqa: S608 - fixed fragments
+            return total, list(db.execute(sql, [*args, size, start]))
 
     def _snapshot(self, table: str, scope: str | None, sql: str, args: tuple[Any, ...]) -> list[Row]:
         """The rows of a whole-table read, from the last one unless anything was written since (every insert,
@@ -299,6 +367,12 @@ class Store:
             return self._snapshot("targets", None, "SELECT * FROM targets ORDER BY targetId", ())
         with self._tx() as db:
             return list(db.execute("SELECT * FROM targets WHERE resourceId = ? ORDER BY targetId", (resource_id,)))
+
+    def targets_of(self, resource_ids: list[int]) -> list[Row]:
+        """The targets of these resources, in id order."""
+        with self._tx() as db:
+            sql = "SELECT * FROM targets WHERE resourceId IN (SELECT value FROM json_each(?)) ORDER BY targetId"
+            return list(db.execute(sql, (json.dumps(resource_ids),)))
 
     def update_target(self, target_id: int, changes: Row) -> Row:
         with self._tx():

@@ -74,6 +74,6 @@ def delete_target(ctx: Context) -> Reply:
 def list_targets(ctx: Context) -> Reply:
     resource = ctx.entities["resource"]
     query = schemas.target_list_query(ctx.features).validate(ctx.query)
-    window, pagination = limit_offset_window(ctx.store.list_targets(resource["resourceId"]), query)
+    window, pagination = limit_offset_window(query).of(ctx.store.list_targets(resource["resourceId"]))
     items = [target_list_item(t, ctx.store.get_site(t["siteId"]), ctx.features) for t in window]
     return Reply(200, "Targets retrieved successfully", {"targets": items, "pagination": pagination})

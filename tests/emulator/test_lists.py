@@ -124,7 +124,7 @@ def test_sites_and_domains(emu122: EmulatorHandle, emu118: EmulatorHandle) -> No
 
 @pytest.mark.parametrize("version", ["1.18.4", "1.22.0"])
 def test_query_is_a_case_insensitive_like_search(start: Start, version: str) -> None:
-    """`query` is SQL `LIKE '%q%'` on name, niceId and fullDomain (see listing.search_filter)."""
+    """`query` is SQL `LIKE '%q%'` on name, niceId and fullDomain (see listing.search_pattern)."""
     emu = start(version=version)
     dialect: dict[str, object] = {"mode": "tcp"} if version == "1.22.0" else {"http": False, "protocol": "tcp"}
     with api(emu) as client:
@@ -150,6 +150,33 @@ def test_query_is_a_case_insensitive_like_search(start: Start, version: str) -> 
         assert plain["name"] in names(plain["niceId"])  # niceId is searched
         assert len(names("")) == 5  # an empty query filters nothing
         assert names("nothing-like-this") == []
+
+
+def test_122_filters_count_before_the_page(emu122: EmulatorHandle) -> None:
+    """enabled, siteId and protocol keep rows before the page is cut: `total` counts what they keep."""
+    emu = emu122
+    tag = f"flt{next_port()}"
+    with api(emu) as client:
+        first = create_raw(client, emu.org_id, f"{tag}-a", next_port())
+        off = create_raw(client, emu.org_id, f"{tag}-b", next_port())
+        create_raw(client, emu.org_id, f"{tag}-c", next_port(), mode="udp")
+        web = {"name": f"{tag}-web", "mode": "http", "domainId": emu.domain_id, "subdomain": tag}
+        assert client.put(f"/org/{emu.org_id}/resource", json=web).status_code == 201
+        assert client.post(f"/resource/{off['resourceId']}", json={"enabled": False}).status_code == 200
+        target = {"siteId": emu.site_id, "ip": "127.0.0.1", "port": 22}
+        assert client.put(f"/resource/{first['resourceId']}/target", json=target).status_code == 201
+
+        def listed(**params: str | int) -> tuple[int, list[str]]:
+            data = client.get(f"/org/{emu.org_id}/resources", params={"query": tag, **params}).json()["data"]
+            return data["pagination"]["total"], [item["name"] for item in data["resources"]]
+
+        assert listed(enabled="false") == (1, [f"{tag}-b"])
+        assert listed(siteId=emu.site_id) == (1, [f"{tag}-a"])
+        assert listed(protocol="tcp") == (2, [f"{tag}-a", f"{tag}-b"])
+        assert listed(protocol="udp") == (1, [f"{tag}-c"])
+        assert listed(protocol="https") == (1, [f"{tag}-web"])  # an http resource is created with ssl on
+        assert listed(protocol="http") == (0, [])
+        assert listed(protocol="tcp", order="desc", pageSize=1, page=2) == (2, [f"{tag}-a"])
 
 
 def test_domain_query_is_strict_from_116(emu122: EmulatorHandle, emu118: EmulatorHandle) -> None:

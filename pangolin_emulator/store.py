@@ -127,9 +127,9 @@ class Store:
         self._db = sqlite3.connect(path, check_same_thread=False)
         self._db.row_factory = _row
         self._listeners: list[Callable[[], None]] = []
-        # Whole-table reads, kept until the next write: a client paging through an org of 10,000 resources
-        # asks for 100 pages, and decoding every row again for each made the emulator, not the client, what a
-        # fleet benchmark measured (upstream pages in SQL).
+        # Whole-table reads (the data plane, Traefik's config poll, the admin checks), kept until the next write:
+        # Traefik polls about every second, and decoding 10,000 rows each time would load the emulator, not the
+        # client, in a fleet benchmark. The public lists page in SQL instead (page_resources).
         self._snapshots: dict[tuple[str, str | None], tuple[int, list[Row]]] = {}
         with self._tx() as db:
             db.execute("PRAGMA foreign_keys = ON")

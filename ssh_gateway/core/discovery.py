@@ -10,7 +10,9 @@ settings, and decides (in the records of `discovery_records`):
   is also configured in the file or taken by another object, or that another stack selects too;
 - the grace period: an instance whose object is gone stays (same name, so the same port, host key and Pangolin
   resource) until `missingSince + gracePeriod`, then goes;
-- the guard: more removals in one run than `maxRemovals` are all held back (kept, warned, recorded).
+- the guard: more removals in one run than `maxRemovals` are all held back (kept, warned, recorded);
+- the status's room: Kubernetes keeps a ConfigMap to 1 MiB, so a new instance the stack's status has no room for
+  is refused (every instance it already serves stays), and refusals past the room are counted, not listed.
 
 It never talks to a cluster: a listing that failed never reaches it (the reader raises instead), so a failure to
 read can never look like objects that are gone.
@@ -29,6 +31,7 @@ from pydantic import TypeAdapter, ValidationError
 from .cluster import ClusterObject, Listing
 from .derived_names import instance_name_problem
 from .discovery_records import Found, Outcome, Refusal, Remembered, Selection, State, selection_of
+from .discovery_status import REFUSALS_ROOM, STATUS_MAX_BYTES, fixed_room, instance_room, refusal_room
 from .names import DISCOVERY_ANNOTATED_KEYS, DISCOVERY_PREFIX, DiscoverFrom, discovery_annotation
 from .outputs import Routing
 from .settings import (
@@ -64,6 +67,8 @@ class _Run:
     own_prefix: str
     refusals: list[Refusal] = field(default_factory=list)
     found: dict[str, Found] = field(default_factory=dict)
+    sources: dict[str, ClusterObject] = field(default_factory=dict)
+    """The object each instance of this run found listed comes from."""
 
     def refuse(self, obj: ClusterObject, reason: str, key: str | None = None, value: str | None = None) -> None:
         self.refusals.append(Refusal.of(obj, reason, key, value))
@@ -126,14 +131,49 @@ def discover(
         if owner is not None:
             _accept(run, name, owner, pins)
     removed, held = _gone(run)
+    selection = selection_of(section, stack)
+    instances, unlisted = _fit(run, fixed_room(selection, held, section.max_removals))
     return Outcome(
-        instances=tuple(run.found[n] for n in sorted(run.found)),
+        instances=instances,
         refusals=tuple(run.refusals),
         removed=removed,
         held=held,
-        selection=selection_of(section, stack),
+        selection=selection,
         max_removals=section.max_removals,
+        unlisted=unlisted,
     )
+
+
+def _fit(run: _Run, fixed: int) -> tuple[tuple[Found, ...], int]:
+    """What the status ConfigMap has room for: every instance the stack serves already, then new ones by name while
+    they fit and leave `REFUSALS_ROOM` (one that does not is refused, the others go on), then the refusals' lines in
+    order while they fit. Returns the instances and how many refusals are left unlisted."""
+    room = STATUS_MAX_BYTES - fixed - REFUSALS_ROOM
+    served = [f for name, f in sorted(run.found.items()) if name in run.memory]
+    room -= sum(instance_room(f) for f in served)
+    kept = list(served)
+    for name, found in sorted(run.found.items()):
+        if name in run.memory:
+            continue
+        size = instance_room(found)
+        if size > room:
+            run.refuse(
+                run.sources[name],
+                f"the stack's status ConfigMap has no room for instance {name!r}: Kubernetes holds a ConfigMap to "
+                f"{STATUS_MAX_BYTES:,} bytes and the {len(kept)} instances it lists fill it; serve this object "
+                "from another stack, a shard whose ssh-gateway:discovery takes it (docs/scaling.md)",
+            )
+            continue
+        room -= size
+        kept.append(found)
+    room += REFUSALS_ROOM
+    listed = 0
+    for refusal in run.refusals:
+        room -= refusal_room(refusal)
+        if room < 0:
+            break
+        listed += 1
+    return tuple(sorted(kept, key=lambda f: f.instance.name)), len(run.refusals) - listed
 
 
 def _instance_name(run: _Run, obj: ClusterObject) -> str | None:
@@ -203,6 +243,7 @@ def _accept(run: _Run, name: str, obj: ClusterObject, pins: dict[int, str]) -> N
         instance, config = built
         if not isinstance(instance, ConnectModeInstance) and instance.port is not None:
             pins[instance.port] = name
+    run.sources[name] = obj
     run.found[name] = Found(
         instance=instance,
         kind=obj.kind,

@@ -136,6 +136,8 @@ class Outcome:
     """Instances whose removal the guard holds back (more than `maxRemovals` at once)."""
     selection: Selection
     max_removals: int
+    unlisted: int = 0
+    """How many of the last refusals the status ConfigMap has no room to list (the warnings name each)."""
 
     def warnings(self) -> list[str]:
         """One line per refusal, and one for the guard."""

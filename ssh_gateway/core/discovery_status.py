@@ -3,7 +3,9 @@
 Reading: `read_memory` (the instances this stack discovered before, with when each went missing),
 `read_selections` (what the other stacks select, so an object is never served twice) and `next_expiry` (when
 the first grace period ends). An entry this program never wrote is a `StatusError`, never an empty memory.
-Writing: `next_status`, the ConfigMap's data after a run. Both sides of each key's format live here only.
+Writing: `next_status`, the ConfigMap's data after a run, and the room each entry takes in it (`instance_room`,
+`refusal_room`, `fixed_room`), by which `discover` keeps the ConfigMap under Kubernetes' 1 MiB. Both sides of each
+key's format live here only.
 """
 
 from __future__ import annotations
@@ -14,10 +16,45 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 from .cluster import StatusMap
-from .discovery_records import Found, Outcome, Remembered, Selection
-from .names import STATUS_HELD_KEY, STATUS_SELECTION_KEY, DiscoverFrom, status_instance_key, status_refused_key
+from .discovery_records import Found, Outcome, Refusal, Remembered, Selection
+from .names import (
+    STATUS_HELD_KEY,
+    STATUS_SELECTION_KEY,
+    STATUS_UNLISTED_KEY,
+    DiscoverFrom,
+    status_instance_key,
+    status_refused_key,
+)
 
-__all__ = ["StatusError", "next_expiry", "next_status", "read_memory", "read_selections"]
+__all__ = [
+    "ENDPOINT_ROOM",
+    "REFUSALS_ROOM",
+    "STATUS_MAX_BYTES",
+    "StatusError",
+    "fixed_room",
+    "instance_room",
+    "next_expiry",
+    "next_status",
+    "read_memory",
+    "read_selections",
+    "refusal_room",
+]
+
+STATUS_MAX_BYTES: Final = 1024 * 1024
+"""Kubernetes' limit on a ConfigMap: its keys and values together (MaxConfigMapSize, 1 MiB)."""
+
+ENDPOINT_ROOM: Final = 1024
+"""The bytes an instance's entry keeps for its endpoint, which is written only once the instance's resources exist,
+after `discover` decided what fits. A port-mode endpoint with a 253-character host takes about 700; a connect-mode
+one, whose ssh command repeats the gateway's host and the authority, fits while those are up to about 120 each
+(`tests/unit/test_discovery.py` checks both)."""
+
+REFUSALS_ROOM: Final = 128 * 1024
+"""The bytes new instances leave for refused objects' lines (about 400 lines), so the objects refused for want of
+room are listed too."""
+
+_UNLISTED_ROOM: Final = 256
+"""The bytes kept for `STATUS_UNLISTED_KEY`, whose count and line are short."""
 
 _RFC3339: Final = "%Y-%m-%dT%H:%M:%SZ"
 """The one time format of the status: `2026-12-03T10:00:00Z`."""
@@ -107,29 +144,64 @@ def read_selections(statuses: Sequence[StatusMap], own_stack: str) -> list[Selec
 def next_status(outcome: Outcome, endpoints: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
     """The status ConfigMap's data after this run: the selection, each instance with its endpoint, each refused
     object's line, and the guard's held removals."""
-    selection = outcome.selection
-    data = {
-        STATUS_SELECTION_KEY: json.dumps(
-            {
-                "stack": selection.stack,
-                "from": selection.kind.value,
-                "namespaces": list(selection.namespaces),
-                "selector": dict(sorted(selection.selector.items())),
-            },
-            sort_keys=True,
-        )
-    }
+    data = {STATUS_SELECTION_KEY: _selection_text(outcome.selection)}
     for found in outcome.instances:
-        record = _entry(found)
-        record["endpoint"] = dict(endpoints.get(found.instance.name, {}))
-        data[status_instance_key(found.instance.name)] = json.dumps(record, sort_keys=True)
-    for refusal in outcome.refusals:
-        entry = {"object": refusal.ref, "key": refusal.key, "error": refusal.line}
-        data[status_refused_key(refusal.namespace, refusal.name)] = json.dumps(entry, sort_keys=True)
-    if outcome.held:
-        held = {"held": list(outcome.held), "maxRemovals": outcome.max_removals}
-        data[STATUS_HELD_KEY] = json.dumps(held, sort_keys=True)
+        data[status_instance_key(found.instance.name)] = _instance_text(found, endpoints.get(found.instance.name, {}))
+    listed = len(outcome.refusals) - outcome.unlisted
+    for refusal in outcome.refusals[:listed]:
+        data[status_refused_key(refusal.namespace, refusal.name)] = _refusal_text(refusal)
+    if outcome.unlisted:
+        unlisted = {
+            "count": outcome.unlisted,
+            "error": "more objects were refused than the ConfigMap holds: the run's warnings name each",
+        }
+        data[STATUS_UNLISTED_KEY] = json.dumps(unlisted, sort_keys=True)
+    held = _held_text(outcome.held, outcome.max_removals)
+    if held is not None:
+        data[STATUS_HELD_KEY] = held
     return data
+
+
+def instance_room(found: Found) -> int:
+    """The bytes the instance takes in the status: its key and its entry, with `ENDPOINT_ROOM` for its endpoint."""
+    return len(status_instance_key(found.instance.name)) + len(_instance_text(found, {})) + ENDPOINT_ROOM
+
+
+def refusal_room(refusal: Refusal) -> int:
+    """The bytes a refused object's line takes in the status, key and entry."""
+    return len(status_refused_key(refusal.namespace, refusal.name)) + len(_refusal_text(refusal))
+
+
+def fixed_room(selection: Selection, held: Sequence[str], max_removals: int) -> int:
+    """The bytes the status takes whatever it lists: the selection, the guard's held removals and the count of
+    refusals it could not list."""
+    held_text = _held_text(held, max_removals) or ""
+    room = len(STATUS_SELECTION_KEY) + len(_selection_text(selection)) + len(STATUS_HELD_KEY) + len(held_text)
+    return room + _UNLISTED_ROOM
+
+
+def _selection_text(selection: Selection) -> str:
+    return json.dumps(
+        {
+            "stack": selection.stack,
+            "from": selection.kind.value,
+            "namespaces": list(selection.namespaces),
+            "selector": dict(sorted(selection.selector.items())),
+        },
+        sort_keys=True,
+    )
+
+
+def _instance_text(found: Found, endpoint: Mapping[str, Any]) -> str:
+    return json.dumps({**_entry(found), "endpoint": dict(endpoint)}, sort_keys=True)
+
+
+def _refusal_text(refusal: Refusal) -> str:
+    return json.dumps({"object": refusal.ref, "key": refusal.key, "error": refusal.line}, sort_keys=True)
+
+
+def _held_text(held: Sequence[str], max_removals: int) -> str | None:
+    return json.dumps({"held": list(held), "maxRemovals": max_removals}, sort_keys=True) if held else None
 
 
 def _entry(found: Found) -> dict[str, Any]:

@@ -55,6 +55,7 @@ __all__ = [
     "STATUS_KEY_MAX",
     "STATUS_RESOURCE_NAME",
     "STATUS_SELECTION_KEY",
+    "STATUS_UNLISTED_KEY",
     "DiscoverFrom",
     "Role",
     "child_name",
@@ -363,6 +364,9 @@ STATUS_SELECTION_KEY: Final = "selection.json"
 
 STATUS_HELD_KEY: Final = "held.json"
 """The status key holding the removals the guard (`discovery.maxRemovals`) held back, while it holds them."""
+
+STATUS_UNLISTED_KEY: Final = "refused-unlisted.json"
+"""The status key counting the refused objects whose lines did not fit in the ConfigMap, while some do not."""
 
 
 def stack_label(project: str, stack: str) -> str:

@@ -13,11 +13,21 @@ from hypothesis import settings as hypothesis_settings
 from hypothesis import strategies as st
 
 from ssh_gateway.core.cluster import ClusterObject, Listing, ServicePort, StatusMap
+from ssh_gateway.core.connect import proxytunnel_command
 from ssh_gateway.core.discovery import discover
 from ssh_gateway.core.discovery_records import Outcome, Remembered, Selection, State
-from ssh_gateway.core.discovery_status import StatusError, next_expiry, next_status, read_memory, read_selections
+from ssh_gateway.core.discovery_status import (
+    ENDPOINT_ROOM,
+    STATUS_MAX_BYTES,
+    StatusError,
+    next_expiry,
+    next_status,
+    read_memory,
+    read_selections,
+)
 from ssh_gateway.core.firewall import Cidrs
-from ssh_gateway.core.names import STATUS_KEY_MAX, DiscoverFrom, status_refused_key
+from ssh_gateway.core.names import STATUS_KEY_MAX, STATUS_UNLISTED_KEY, DiscoverFrom, ssh_alias, status_refused_key
+from ssh_gateway.core.outputs import connect_endpoint, port_endpoint
 from ssh_gateway.core.settings import (
     ClusterIpInstance,
     ConnectServiceInstance,
@@ -402,3 +412,81 @@ def test_removals_are_within_the_limit_or_none_and_no_instance_is_lost_silently(
         assert not gone.removed  # gone at NOW: nothing goes within the grace period
     if minutes < grace:
         assert not later.removed and not later.held
+
+
+def _status_bytes(data: dict[str, str]) -> int:
+    """A ConfigMap's size as Kubernetes counts it: every key and value, in bytes."""
+    return sum(len(k.encode()) + len(v.encode()) for k, v in data.items())
+
+
+def _largest_port_endpoints(outcome: Outcome) -> dict[str, dict[str, object]]:
+    """Each instance's endpoint as large as a port-mode endpoint gets: a 253-character host, a 32-character user."""
+    host, user = "h" * 253, "u" * 32
+    endpoint = port_endpoint(
+        host=host, port=65535, user=user, ssh=f"ssh -p 65535 {user}@{host}", pangolin_resource_id=2**31 - 1
+    )
+    return {f.instance.name: endpoint for f in outcome.instances}
+
+
+def test_an_endpoint_fits_the_room_its_entry_keeps_for_it() -> None:
+    """ENDPOINT_ROOM holds the largest port-mode endpoint, and a connect-mode one with names of 120 characters
+    (the ssh command as `ConnectSshInstance` makes it: ProxyCommand, HostKeyAlias, user@authority)."""
+    (port_mode,) = _largest_port_endpoints(run(stack(), pod("alice"))).values()
+    assert len(json.dumps(port_mode, sort_keys=True)) <= ENDPOINT_ROOM
+    host, authority, user = "g" * 120, "a" * 120, "u" * 32
+    alias = ssh_alias("i" * 63)
+    ssh = f'ssh -o "ProxyCommand={proxytunnel_command(host, 65535)}" -o HostKeyAlias={alias} {user}@{authority}'
+    connect_mode = connect_endpoint(
+        host=host,
+        port=65535,
+        authority=authority,
+        route=f"{'n' * 63}/{'f' * 100}",
+        user=user,
+        ssh=ssh,
+        pangolin_resource_id=2**31 - 1,
+    )
+    assert len(json.dumps(connect_mode, sort_keys=True)) <= ENDPOINT_ROOM
+
+
+def test_the_status_keeps_under_a_config_maps_limit_and_refuses_the_new_instances_past_it() -> None:
+    settings = stack()
+    pods = [pod(f"i{n:04d}", sourceCidrs="203.0.113.0/24,198.51.100.0/24") for n in range(900)]
+    outcome = run(settings, *pods)
+    kept = [f.instance.name for f in outcome.instances]
+    assert 500 < len(kept) < 900 and kept == [f"i{n:04d}" for n in range(len(kept))]  # the first names, in order
+    refused = outcome.refusals
+    assert len(refused) == 900 - len(kept)
+    assert refused[0].line == (
+        f"pod gpu-users/i{len(kept):04d}-0: the stack's status ConfigMap has no room for instance "
+        f"'i{len(kept):04d}': Kubernetes holds a ConfigMap to 1,048,576 bytes and the {len(kept)} instances it lists "
+        "fill it; serve this object from another stack, a shard whose ssh-gateway:discovery takes it "
+        "(docs/scaling.md)"
+    )
+    data = next_status(outcome, _largest_port_endpoints(outcome))
+    assert _status_bytes(data) <= STATUS_MAX_BYTES
+    assert outcome.unlisted == 0 and len([k for k in data if k.startswith("refused.")]) == len(refused)
+
+
+def test_instances_the_stack_serves_stay_when_its_status_is_full_and_newcomers_wait() -> None:
+    settings = stack()
+    first = run(settings, *[pod(f"m{n:04d}") for n in range(900)])
+    served = [f.instance.name for f in first.instances]
+    # Newcomers whose names sort first: the served keep their place, the newcomers are refused.
+    again = run(settings, *[pod(f"a{n:02d}") for n in range(20)], *[pod(n) for n in served], memory=remember(first))
+    assert [f.instance.name for f in again.instances] == served
+    assert {r.name for r in again.refusals} >= {f"a{n:02d}-0" for n in range(20)}
+    assert _status_bytes(next_status(again, _largest_port_endpoints(again))) <= STATUS_MAX_BYTES
+
+
+def test_refusals_past_the_room_are_counted_in_the_status_and_each_warned() -> None:
+    settings = stack()
+    bad = [pod(f"bad{n:05d}", user=f"no such user {n}") for n in range(5000)]
+    outcome = run(settings, pod("alice"), *bad)
+    assert [f.instance.name for f in outcome.instances] == ["alice"]
+    data = next_status(outcome, _largest_port_endpoints(outcome))
+    assert _status_bytes(data) <= STATUS_MAX_BYTES
+    listed = [k for k in data if k.startswith("refused.")]
+    assert outcome.unlisted > 0 and len(listed) + outcome.unlisted == 5000
+    assert json.loads(data[STATUS_UNLISTED_KEY])["count"] == outcome.unlisted
+    assert len(outcome.warnings()) == 5000  # the run's warnings name every refused object
+    assert read_memory(StatusMap(namespace="default", name="s", stack=STACK, data=data)).keys() == {"alice"}

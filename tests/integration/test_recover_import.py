@@ -29,10 +29,19 @@ from pulumi import automation as auto
 
 from pangolin_emulator.harness import EmulatorHandle
 from ssh_gateway.core.firewall import ports_of
-from ssh_gateway.core.names import NSG_RULE_TYPE, SECRET_TYPE, SERVICE_TYPE, merged_rule_name
+from ssh_gateway.core.names import (
+    NSG_RULE_TYPE,
+    SECRET_TYPE,
+    SERVICE_TYPE,
+    STATUS_RESOURCE_NAME,
+    STATUS_TYPE,
+    merged_rule_name,
+    status_config_map_name,
+)
 from ssh_gateway.local.control_plane import ControlPlane
+from ssh_gateway.ops.recovery.adopt import skip_checkpoints_is_recoverable
 from ssh_gateway.ops.recovery.state_backend import stack_state
-from ssh_gateway.ops.up import SKIP_CHECKPOINTS
+from ssh_gateway.ops.up import SKIP_CHECKPOINTS, planned_create_types
 from ssh_gateway.plumbing.toolchain import REPO, pulumi_env
 
 from .cli import run
@@ -40,6 +49,8 @@ from .conftest import StackFactory, stack_config, static_instance
 from .fake_azure import SUBSCRIPTION, FakeAzure, rule_id
 from .provider_hold import ProviderHold, plugin_binary, provider_hold
 from .reliability import audit, kill_tree, recover, show, start_up, wait_until
+from .test_cluster_instances import config as discovery_config
+from .test_cluster_instances import create, platform_service
 
 pytestmark = pytest.mark.integration
 
@@ -258,6 +269,52 @@ def test_a_kill_of_a_first_up_without_checkpoints_right_after_a_service_create_i
     assert result.clean, result
     assert _held_names(stack, SERVICE_TYPE) == _names(kube, ns, "services") == ["ssh-gpu-c"]
     assert _held_names(stack, SECRET_TYPE) == _names(kube, ns, "secrets") == ["ssh-gpu-c-host-key"]
+    stack.preview(expect_no_changes=True)
+
+
+def test_a_kill_of_a_discovery_stacks_first_up_after_its_status_create_is_healed_by_recover_and_up(
+    server_side_apply: bool,
+    kube: ControlPlane,
+    kube_namespace: str,
+    kubernetes_hold: ProviderHold,
+    emulator: EmulatorHandle,
+    make_stack: StackFactory,
+    tmp_path: Path,
+    pytestconfig: pytest.Config,
+) -> None:
+    ns = kube_namespace
+    create(kube, ns, "services", platform_service("gpu-d", 30241))
+    stack = make_stack(discovery_config(emulator, kube, ns))
+    # `ssh-gateway up` skips checkpoints on a first up whose every create recover can adopt: with discovery that
+    # includes the status ConfigMap, the last object the run makes (it depends on every instance).
+    assert skip_checkpoints_is_recoverable(
+        planned_create_types(stack.name, REPO, pulumi_env()), stack_has_resources=False
+    )
+    held = kubernetes_hold.hold_after_create(STATUS_RESOURCE_NAME)
+
+    _kill_at_hold(
+        stack, held, tmp_path / "up.log", {"PULUMI_DEBUG_PROVIDERS": kubernetes_hold.debug, **SKIP_CHECKPOINTS}
+    )
+
+    status = status_config_map_name(stack.name)
+    assert status in _names(kube, ns, "configmaps")
+    assert _held_names(stack, STATUS_TYPE) == [] and _pending(stack) == []
+
+    report, text = _recover_then_up(stack)
+
+    adopted = _adopted(report, STATUS_TYPE) + _adopted(report, SECRET_TYPE)
+    assert f"{ns}/{status}" in adopted and f"{ns}/ssh-gpu-d-host-key" in adopted, report
+    result = audit(emulator, stack, ["gpu-d"])
+    show(
+        pytestconfig,
+        f"kill of a discovery stack's first up without checkpoints after its status create (server-side apply "
+        f"{server_side_apply}): recover adopted {adopted}; then up: pending {result.pending}, "
+        f"orphans {len(result.orphans)}, refusals {len(_refusals(text))}",
+    )
+    assert _refusals(text) == []
+    assert result.clean, result
+    assert _held_names(stack, STATUS_TYPE) == [status]
+    assert _held_names(stack, SECRET_TYPE) == _names(kube, ns, "secrets") == ["ssh-gpu-d-host-key"]
     stack.preview(expect_no_changes=True)
 
 

@@ -17,6 +17,7 @@ from ssh_gateway.core.names import (
     SECRET_TYPE,
     SERVICE_TYPE,
     STACK_MARK,
+    STATUS_TYPE,
     stack_marked,
 )
 from ssh_gateway.ops.recovery import adopt
@@ -131,6 +132,7 @@ def test_skip_checkpoints_is_recoverable_only_for_a_first_up_of_adoptable_types(
     assert not adopt.skip_checkpoints_is_recoverable([*first, istio], stack_has_resources=False)
     # Proven by the kill tests against the real kube-apiserver (tests/integration/test_recover_import.py).
     assert adopt.skip_checkpoints_is_recoverable([*first, SERVICE_TYPE, SECRET_TYPE], stack_has_resources=False)
+    assert adopt.skip_checkpoints_is_recoverable([*first, STATUS_TYPE], stack_has_resources=False)  # discovery
 
 
 def _binding(port: int, resource_id: int, name: str) -> dict[str, Any]:

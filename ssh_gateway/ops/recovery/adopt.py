@@ -1,4 +1,5 @@
-"""Adopt, by `pulumi import`, the objects a lost run made and no state holds: Services, Secrets and NSG rules.
+"""Adopt, by `pulumi import`, the objects a lost run made and no state holds: Services, Secrets, the discovery
+status ConfigMap and NSG rules.
 
 A killed `up` leaves such objects in two ways. With checkpoints, each create it began but never finished is a
 pending operation, whose object may or may not exist. With `PULUMI_SKIP_CHECKPOINTS` (a large first `up`
@@ -50,6 +51,7 @@ from ssh_gateway.core.names import (
     SERVICE_TYPE,
     STACK_MARK,
     STACK_TYPE,
+    STATUS_TYPE,
     stack_mark,
     stack_marked,
 )
@@ -65,7 +67,7 @@ __all__ = [
     "skip_checkpoints_is_recoverable",
 ]
 
-ADOPTABLE_TYPES: Final = (SERVICE_TYPE, SECRET_TYPE, NSG_RULE_TYPE)
+ADOPTABLE_TYPES: Final = (SERVICE_TYPE, SECRET_TYPE, STATUS_TYPE, NSG_RULE_TYPE)
 """What a lost run can leave behind that its provider refuses to create again."""
 
 RECOVERABLE_TYPES: Final = frozenset(

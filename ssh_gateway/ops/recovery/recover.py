@@ -28,12 +28,13 @@ What a killed `up` leaves, and what this command does about each, in this order:
    only where the state cannot hold it: when the resource's parent, provider or a dependency is not in state.
    Pending operations of any other kind or type are cleared (each is named in the report), and the fixed
    deployment is imported with `pulumi stack import`.
-4. **Objects no state holds** (`adopt.py`): a pending create of a `Service`, a Secret or an NSG rule whose
-   object exists, and every such object of a killed first `up` run with `PULUMI_SKIP_CHECKPOINTS` (which
-   leaves no pending operation at all), is imported into the state by its deterministic id - when it carries
-   this stack's mark; one without it is someone else's and is named, not adopted. The real providers refuse to
-   create what exists, so the next `up` could not make them again. Pangolin resources of such a run need no
-   step: their provider adopts them by name, and the port table takes their ports back.
+4. **Objects no state holds** (`adopt.py`): a pending create of a `Service`, a Secret, the discovery status
+   ConfigMap or an NSG rule whose object exists, and every such object of a killed first `up` run with
+   `PULUMI_SKIP_CHECKPOINTS` (which leaves no pending operation at all), is imported into the state by its
+   deterministic id - when it carries this stack's mark; one without it is someone else's and is named, not
+   adopted. The real providers refuse to create what exists, so the next `up` could not make them again.
+   Pangolin resources of such a run need no step: their provider adopts them by name, and the port table takes
+   their ports back.
 
 It prints what it did (`--json`: one JSON object). Exit codes:
 

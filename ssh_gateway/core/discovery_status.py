@@ -143,7 +143,7 @@ def read_selections(statuses: Sequence[StatusMap], own_stack: str) -> list[Selec
 
 def next_status(outcome: Outcome, endpoints: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
     """The status ConfigMap's data after this run: the selection, each instance with its endpoint, each refused
-    object's line, and the guard's held removals."""
+    object's line the room allows (and how many it does not), and the guard's held removals."""
     data = {STATUS_SELECTION_KEY: _selection_text(outcome.selection)}
     for found in outcome.instances:
         data[status_instance_key(found.instance.name)] = _instance_text(found, endpoints.get(found.instance.name, {}))

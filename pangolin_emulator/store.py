@@ -127,10 +127,6 @@ class Store:
         self._db = sqlite3.connect(path, check_same_thread=False)
         self._db.row_factory = _row
         self._listeners: list[Callable[[], None]] = []
-        # Whole-table reads (the data plane, Traefik's config poll, the admin checks), kept until the next write:
-        # Traefik polls about every second, and decoding 10,000 rows each time would load the emulator, not the
-        # client, in a fleet benchmark. The public lists page in SQL instead (page_resources).
-        self._snapshots: dict[tuple[str, str | None], tuple[int, list[Row]]] = {}
         with self._tx() as db:
             db.execute("PRAGMA foreign_keys = ON")
             # WAL with NORMAL sync survives a killed process; only an OS crash may lose the
@@ -154,7 +150,6 @@ class Store:
                 yield self._db
             except BaseException:
                 self._db.rollback()
-                self._snapshots.clear()  # a rollback undoes changes that `total_changes` still counts
                 raise
             self._db.commit()
 
@@ -291,10 +286,10 @@ class Store:
         return row
 
     def list_resources(self, org_id: str | None = None) -> list[Row]:
-        if org_id is None:
-            return self._snapshot("resources", None, "SELECT * FROM resources ORDER BY resourceId", ())
-        sql = "SELECT * FROM resources WHERE orgId = ? ORDER BY resourceId"
-        return self._snapshot("resources", org_id, sql, (org_id,))
+        with self._tx() as db:
+            if org_id is None:
+                return list(db.execute("SELECT * FROM resources ORDER BY resourceId"))
+            return list(db.execute("SELECT * FROM resources WHERE orgId = ? ORDER BY resourceId", (org_id,)))
 
     def page_resources(
         self, org_id: str, keep: ResourceFilter, order: Order, start: int, size: int
@@ -306,17 +301,6 @@ class Store:
             total = int(db.execute(f"SELECT COUNT(*) AS n FROM resources WHERE {where}", args).fetchone()["n"])  # noqa: S608 - fixed fragments
             sql = f"SELECT * FROM resources WHERE {where} ORDER BY {_RESOURCE_ORDER[order]} LIMIT ? OFFSET ?"  # noqa: S608 - fixed fragments
             return total, list(db.execute(sql, [*args, size, start]))
-
-    def _snapshot(self, table: str, scope: str | None, sql: str, args: tuple[Any, ...]) -> list[Row]:
-        """The rows of a whole-table read, from the last one unless anything was written since (every insert,
-        update and delete counts in the connection's `total_changes`); copies, so no caller changes the kept."""
-        with self._tx() as db:
-            version = db.total_changes
-            kept = self._snapshots.get((table, scope))
-            if kept is None or kept[0] != version:
-                kept = (version, list(db.execute(sql, args)))
-                self._snapshots[table, scope] = kept
-            return [dict(row) for row in kept[1]]
 
     def update_resource(self, resource_id: int, changes: Row) -> Row:
         with self._tx():
@@ -363,9 +347,9 @@ class Store:
         return row
 
     def list_targets(self, resource_id: int | None = None) -> list[Row]:
-        if resource_id is None:
-            return self._snapshot("targets", None, "SELECT * FROM targets ORDER BY targetId", ())
         with self._tx() as db:
+            if resource_id is None:
+                return list(db.execute("SELECT * FROM targets ORDER BY targetId"))
             return list(db.execute("SELECT * FROM targets WHERE resourceId = ? ORDER BY targetId", (resource_id,)))
 
     def targets_of(self, resource_ids: list[int]) -> list[Row]:

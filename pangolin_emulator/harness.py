@@ -30,7 +30,7 @@ import httpx
 from pangolin_emulator.faults import DEFAULT_FAULT_KINDS
 from pangolin_emulator.keys import generate_api_key
 from pangolin_emulator.traefik_config import TRAEFIK_CONFIG_PATH
-from ssh_gateway.plumbing.pidfile import PidFile
+from ssh_gateway.plumbing.process import PidFile
 
 __all__ = ["DetachedEmulator", "EmulatorError", "EmulatorHandle", "running_emulator"]
 

@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from ssh_gateway.plumbing.loopback import free_port
-from ssh_gateway.plumbing.pidfile import process_alive
+from ssh_gateway.plumbing.process import process_alive
 from ssh_gateway.plumbing.toolchain import REPO, ToolchainMissing, toolchain_binary
 
 if TYPE_CHECKING:

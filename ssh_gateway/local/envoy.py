@@ -51,7 +51,7 @@ from typing import Any, ClassVar
 
 from ssh_gateway.core.connect import HCM_FILTER, HCM_TYPE, ROUTER_FILTER, ROUTER_TYPE, gateway_route_name
 from ssh_gateway.plumbing.loopback import free_port
-from ssh_gateway.plumbing.pidfile import PidFile
+from ssh_gateway.plumbing.process import PidFile
 from ssh_gateway.plumbing.toolchain import toolchain_binary
 
 from .log_excerpt import log_excerpt

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ssh_gateway.core.host_identity import HostIdentityError, openssh_private_key, openssh_public_key, public_key_of
-from ssh_gateway.plumbing.pidfile import PidFile
+from ssh_gateway.plumbing.process import PidFile
 
 __all__ = [
     "DEMO_HOST_KEY_SEED",

@@ -27,7 +27,7 @@ from typing import Any
 import yaml
 
 from ssh_gateway.plumbing.loopback import free_port
-from ssh_gateway.plumbing.pidfile import PidFile
+from ssh_gateway.plumbing.process import PidFile
 from ssh_gateway.plumbing.toolchain import toolchain_binary
 
 from .log_excerpt import log_excerpt

@@ -15,7 +15,6 @@ The session fixture in tests/integration/conftest.py and scripts/local-cluster (
 from __future__ import annotations
 
 import json
-import os
 import secrets
 import shutil
 import signal
@@ -30,6 +29,14 @@ import httpx
 import yaml
 
 from ssh_gateway.plumbing.loopback import free_ports
+from ssh_gateway.plumbing.process import (
+    ManagedProcess,
+    ProcessError,
+    ProcessSpec,
+    http_ready,
+    process_alive,
+    stop_pid,
+)
 from ssh_gateway.plumbing.toolchain import toolchain_binary
 
 __all__ = [
@@ -48,7 +55,7 @@ RESTRICTED_USER = "ssh-gateway-restricted"
 """A user in no group: RBAC allows it only what a test grants it (`ControlPlane.restricted_kubeconfig`)."""
 
 
-class ControlPlaneError(RuntimeError):
+class ControlPlaneError(ProcessError):
     """etcd or kube-apiserver did not start (the message carries the tail of its log)."""
 
 
@@ -72,8 +79,9 @@ class ControlPlane:
     """kube-apiserver's process id."""
     startup_seconds: float
     """From launching etcd until kube-apiserver's /readyz answered ok."""
-    processes: tuple[subprocess.Popen[bytes], ...] = field(default=(), repr=False, compare=False)
-    """The Popen handles when this process started them (kept so they are not reaped behind our back)."""
+    processes: tuple[ManagedProcess, ...] = field(default=(), repr=False, compare=False)
+    """The processes when this process started them (their handles kept so they are not reaped behind our
+    back)."""
 
     @property
     def url(self) -> str:
@@ -133,60 +141,25 @@ def start_control_plane(
     own, so they outlive the caller (scripts/local-cluster). On any failure both are stopped again.
     Raises `ToolchainMissing` when a binary is not built, `ControlPlaneError` when one does not come up.
     """
-    etcd = toolchain_binary("SSH_GATEWAY_ETCD")
-    apiserver = toolchain_binary("SSH_GATEWAY_KUBE_APISERVER")
+    etcd_binary = toolchain_binary("SSH_GATEWAY_ETCD")
+    apiserver_binary = toolchain_binary("SSH_GATEWAY_KUBE_APISERVER")
     free = iter(free_ports(3))
     api_port, etcd_port, etcd_peer_port = (p or next(free) for p in (api_port, etcd_port, etcd_peer_port))
     root.mkdir(parents=True, exist_ok=True)
     pki = _make_pki(root / "pki")
     token = _token_file(root / "tokens.csv")
     started = time.monotonic()
-    running: dict[str, subprocess.Popen[bytes]] = {}
+    etcd = ManagedProcess(_etcd_spec(etcd_binary, root, etcd_port, etcd_peer_port))
+    apiserver = ManagedProcess(_apiserver_spec(apiserver_binary, root, api_port, etcd_port))
     try:
-        peer = f"http://127.0.0.1:{etcd_peer_port}"
-        client = f"http://127.0.0.1:{etcd_port}"
-        etcd_args = [
-            "--name=ssh-gateway-test",
-            f"--data-dir={root / 'etcd-data'}",
-            f"--listen-client-urls={client}",
-            f"--advertise-client-urls={client}",
-            f"--listen-peer-urls={peer}",
-            f"--initial-advertise-peer-urls={peer}",
-            f"--initial-cluster=ssh-gateway-test={peer}",
-            # Test data only: losing it on a crash is fine, and fsync dominates etcd's latency on a busy disk.
-            "--unsafe-no-fsync=true",
-            "--log-level=warn",
-        ]
-        running["etcd"] = _launch(etcd, etcd_args, root / "etcd.log", detach=detach)
-        _wait_until(f"{client}/health", None, running, root, started + timeout)
-
-        url = f"https://127.0.0.1:{api_port}"
-        apiserver_args = [
-            f"--etcd-servers={client}",
-            "--bind-address=127.0.0.1",
-            "--advertise-address=127.0.0.1",
-            f"--secure-port={api_port}",
-            f"--tls-cert-file={pki / 'serving.crt'}",
-            f"--tls-private-key-file={pki / 'serving.key'}",
-            f"--cert-dir={root / 'certs'}",
-            f"--token-auth-file={root / 'tokens.csv'}",
-            "--authorization-mode=RBAC",  # system:masters bypasses it; RBAC keeps /readyz open to anonymous
-            f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
-            f"--service-account-issuer={url}/",
-            f"--service-account-key-file={pki / 'sa.key'}",
-            f"--service-account-signing-key-file={pki / 'sa.key'}",
-            # No controller-manager creates service accounts' tokens here.
-            "--disable-admission-plugins=ServiceAccount",
-            "--allow-privileged=true",
-            # One loopback "master" only: no Endpoints for the kubernetes Service to keep reconciling.
-            "--endpoint-reconciler-type=none",
-            "--enable-priority-and-fairness=false",
-        ]
-        running["kube-apiserver"] = _launch(apiserver, apiserver_args, root / "kube-apiserver.log", detach=detach)
-        _wait_until(f"{url}/readyz", pki / "ca.crt", running, root, started + timeout)
+        etcd_pid = etcd.start(ready=http_ready(f"http://127.0.0.1:{etcd_port}/health"), timeout=timeout, detach=detach)
+        readyz = http_ready(
+            f"https://127.0.0.1:{api_port}/readyz", verify=ssl.create_default_context(cafile=str(pki / "ca.crt"))
+        )
+        left = started + timeout - time.monotonic()
+        apiserver_pid = apiserver.start(ready=readyz, timeout=left, detach=detach, needs=[etcd])
     except BaseException:
-        for process in reversed(running.values()):
-            _stop_pid(process.pid)
+        etcd.stop()  # a failed start stops the process it started itself
         raise
     plane = ControlPlane(
         root=root,
@@ -194,10 +167,10 @@ def start_control_plane(
         etcd_port=etcd_port,
         etcd_peer_port=etcd_peer_port,
         token=token,
-        etcd_pid=running["etcd"].pid,
-        apiserver_pid=running["kube-apiserver"].pid,
+        etcd_pid=etcd_pid,
+        apiserver_pid=apiserver_pid,
         startup_seconds=time.monotonic() - started,
-        processes=tuple(running.values()),
+        processes=(etcd, apiserver),
     )
     _write_kubeconfig(plane)
     return plane
@@ -210,102 +183,79 @@ def stop_control_plane(plane: ControlPlane, *, remove_data: bool = False) -> Non
     kubeconfig and the logs stay for a post-mortem.
     """
     try:
-        _stop_pid(plane.apiserver_pid)
+        stop_pid(plane.apiserver_pid, _STOP_GRACE, name="kube-apiserver")
     finally:
-        _stop_pid(plane.etcd_pid)
+        stop_pid(plane.etcd_pid, _STOP_GRACE, name="etcd")
     if remove_data:
         shutil.rmtree(plane.root / "etcd-data", ignore_errors=True)
 
 
 def control_plane_running(plane: ControlPlane) -> bool:
-    return _alive(plane.etcd_pid) and _alive(plane.apiserver_pid)
+    return process_alive(plane.etcd_pid) and process_alive(plane.apiserver_pid)
 
 
 # --- processes -------------------------------------------------------------------------------------
 
-
-def _launch(binary: Path, args: list[str], log: Path, *, detach: bool) -> subprocess.Popen[bytes]:
-    command = [str(binary), *args]
-    setpriv = shutil.which("setpriv")  # util-linux; it execs the binary, so the pid stays the binary's
-    if not detach and setpriv:
-        # Killed with the process that started it, even when that one dies by SIGKILL (a CI timeout, a killed
-        # pytest) and no finalizer of ours runs. KILL, not TERM: kube-apiserver's graceful shutdown hangs once
-        # etcd (signalled at the same moment) is gone, and the test data is disposable.
-        command = [setpriv, "--pdeathsig", "KILL", "--", *command]
-    with log.open("ab") as out:
-        return subprocess.Popen(  # noqa: S603 - our own cached binaries, argv built here
-            command,
-            stdin=subprocess.DEVNULL,
-            stdout=out,
-            stderr=subprocess.STDOUT,
-            start_new_session=detach,
-        )
+_STOP_GRACE = 15.0
+"""Seconds between SIGTERM and SIGKILL."""
 
 
-def _wait_until(
-    url: str, ca_file: Path | None, running: dict[str, subprocess.Popen[bytes]], root: Path, deadline: float
-) -> None:
-    """Polls `url` until it answers 200, failing early (with its log, `root/<name>.log`) when a process exits."""
-    verify: ssl.SSLContext | bool = ssl.create_default_context(cafile=str(ca_file)) if ca_file else True
-    last = "no answer yet"
-    with httpx.Client(verify=verify, timeout=httpx.Timeout(2.0)) as http:
-        while time.monotonic() < deadline:
-            for name, process in running.items():
-                if process.poll() is not None:
-                    log = root / f"{name}.log"
-                    raise ControlPlaneError(
-                        f"{name} exited with {process.returncode} before {url} was ready; "
-                        f"last lines of {log}:\n{_tail(log)}"
-                    )
-            try:
-                response = http.get(url)
-            except httpx.TransportError as exc:
-                last = repr(exc)
-            else:
-                if response.status_code == 200:
-                    return
-                last = f"{response.status_code} {response.text[:500]}"
-            time.sleep(0.25)
-    log = root / f"{list(running)[-1]}.log"
-    raise ControlPlaneError(f"{url} not ready in time (last: {last}); last lines of {log}:\n{_tail(log)}")
+def _spec(name: str, binary: Path, args: list[str], root: Path) -> ProcessSpec:
+    return ProcessSpec(
+        name=name,
+        argv=(str(binary), *args),
+        log=root / f"{name}.log",
+        stop_grace=_STOP_GRACE,
+        # Attached, killed with the process that started it, even one that dies by SIGKILL (a CI timeout, a killed
+        # pytest) and runs no finalizer. KILL, not TERM: kube-apiserver's graceful shutdown hangs once etcd
+        # (signalled at the same moment) is gone, and the test data is disposable.
+        death_signal=signal.SIGKILL,
+        error=ControlPlaneError,
+    )
 
 
-def _tail(log: Path, lines: int = 30) -> str:
-    try:
-        return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
-    except OSError as exc:
-        return f"({exc})"
+def _etcd_spec(binary: Path, root: Path, port: int, peer_port: int) -> ProcessSpec:
+    peer = f"http://127.0.0.1:{peer_port}"
+    client = f"http://127.0.0.1:{port}"
+    args = [
+        "--name=ssh-gateway-test",
+        f"--data-dir={root / 'etcd-data'}",
+        f"--listen-client-urls={client}",
+        f"--advertise-client-urls={client}",
+        f"--listen-peer-urls={peer}",
+        f"--initial-advertise-peer-urls={peer}",
+        f"--initial-cluster=ssh-gateway-test={peer}",
+        # Test data only: losing it on a crash is fine, and fsync dominates etcd's latency on a busy disk.
+        "--unsafe-no-fsync=true",
+        "--log-level=warn",
+    ]
+    return _spec("etcd", binary, args, root)
 
 
-def _alive(pid: int) -> bool:
-    try:
-        done, _ = os.waitpid(pid, os.WNOHANG)  # our child: reap it, or a zombie would look alive
-        if done:
-            return False
-    except ChildProcessError:
-        pass  # not our child (scripts/local-cluster stop): ask the kernel
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    # A zombie still answers kill(0): one whose parent (an init that does not reap) never waited for it.
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return True
-
-
-def _stop_pid(pid: int, grace: float = 15.0) -> None:
-    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
-        if not _alive(pid):
-            return
-        os.kill(pid, sig)
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline:
-            if not _alive(pid):
-                return
-            time.sleep(0.05)
-    raise ControlPlaneError(f"process {pid} survived SIGKILL")
+def _apiserver_spec(binary: Path, root: Path, port: int, etcd_port: int) -> ProcessSpec:
+    pki = root / "pki"
+    args = [
+        f"--etcd-servers=http://127.0.0.1:{etcd_port}",
+        "--bind-address=127.0.0.1",
+        "--advertise-address=127.0.0.1",
+        f"--secure-port={port}",
+        f"--tls-cert-file={pki / 'serving.crt'}",
+        f"--tls-private-key-file={pki / 'serving.key'}",
+        f"--cert-dir={root / 'certs'}",
+        f"--token-auth-file={root / 'tokens.csv'}",
+        "--authorization-mode=RBAC",  # system:masters bypasses it; RBAC keeps /readyz open to anonymous
+        f"--service-cluster-ip-range={SERVICE_CLUSTER_IP_RANGE}",
+        f"--service-account-issuer=https://127.0.0.1:{port}/",
+        f"--service-account-key-file={pki / 'sa.key'}",
+        f"--service-account-signing-key-file={pki / 'sa.key'}",
+        # No controller-manager creates service accounts' tokens here.
+        "--disable-admission-plugins=ServiceAccount",
+        "--allow-privileged=true",
+        # One loopback "master" only: no Endpoints for the kubernetes Service to keep reconciling.
+        "--endpoint-reconciler-type=none",
+        "--enable-priority-and-fairness=false",
+    ]
+    return _spec("kube-apiserver", binary, args, root)
 
 
 # --- certificates, token, kubeconfig ---------------------------------------------------------------

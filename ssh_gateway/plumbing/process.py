@@ -19,7 +19,7 @@ import socket
 import ssl
 import subprocess
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -199,12 +199,20 @@ class ManagedProcess:
             return self._popen.poll() is None  # reaps it: an exited child is no zombie of ours
         return self._pid is not None and process_alive(self._pid)
 
-    def start(self, *, ready: Callable[[], bool] | None = None, timeout: float = 60.0, detach: bool = False) -> None:
-        """Launches it and returns once `ready()` holds (at once without `ready`).
+    def start(
+        self,
+        *,
+        ready: Callable[[], bool] | None = None,
+        timeout: float = 60.0,
+        detach: bool = False,
+        needs: Sequence[ManagedProcess] = (),
+    ) -> int:
+        """Launches it and returns its pid once `ready()` holds (at once without `ready`).
 
         `detach`: a session of its own and no death signal, so it outlives us (`scripts/demo --keep`, scripts/
         local-cluster). Raises `spec.error` with the log's tail, the process stopped again, when it exits
-        first or `ready()` does not hold within `timeout` seconds.
+        first, when one of the processes it `needs` (kube-apiserver needs etcd) exits meanwhile (their error,
+        their log), or when `ready()` does not hold within `timeout` seconds.
         """
         spec = self.spec
         argv = list(spec.argv)
@@ -229,14 +237,18 @@ class ManagedProcess:
             spec.pid_file.write(self._popen.pid)
         if ready is not None:
             try:
-                self._wait(ready, time.monotonic() + timeout, timeout)
+                self._wait(ready, time.monotonic() + timeout, timeout, needs)
             except BaseException:
                 self.stop()
                 raise
+        return self._popen.pid
 
-    def _wait(self, ready: Callable[[], bool], deadline: float, timeout: float) -> None:
+    def _wait(
+        self, ready: Callable[[], bool], deadline: float, timeout: float, needs: Sequence[ManagedProcess]
+    ) -> None:
         while True:
-            self.check()
+            for process in (self, *needs):
+                process.check()
             if ready():
                 return
             if time.monotonic() >= deadline:

@@ -179,3 +179,16 @@ def test_log_tail_quotes_the_kept_lines_else_the_last_ones(tmp_path: Path) -> No
     log = tmp_path / "p.log"
     assert process.log_tail(1, keep=lambda line: "ERR" in line) == f"\n  last lines of {log}:\n    ERR d"
     assert process.log_tail(2, keep=lambda line: "FTL" in line) == f"\n  last lines of {log}:\n    c\n    ERR d"
+
+
+def test_a_needed_process_that_exits_fails_the_start_at_once(tmp_path: Path) -> None:
+    flag = tmp_path / "up"
+    needed = ManagedProcess(python(tmp_path, "import time; time.sleep(0.3); print('etcd: disk full')", name="etcd"))
+    needed.start()
+    started = time.monotonic()
+    with ManagedProcess(python(tmp_path, SLEEPER, str(flag), name="kube-apiserver")) as needing:
+        with pytest.raises(ProcessError) as caught:
+            needing.start(ready=lambda: False, timeout=20, needs=[needed])
+        assert not needing.running()
+    assert time.monotonic() - started < 5
+    assert "etcd exited with 0" in str(caught.value) and "etcd: disk full" in str(caught.value)

@@ -15,10 +15,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
-import signal
-import subprocess
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -28,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 from ssh_gateway.plumbing.loopback import free_port
-from ssh_gateway.plumbing.process import process_alive
+from ssh_gateway.plumbing.process import ManagedProcess, Probe, ProcessError, ProcessSpec, process_alive, stop_pid
 from ssh_gateway.plumbing.toolchain import REPO, ToolchainMissing, toolchain_binary
 
 if TYPE_CHECKING:
@@ -50,7 +47,7 @@ ACCOUNT_KEY: Final = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4
 CONTAINER: Final = "pulumi-state"
 
 
-class AzuriteError(RuntimeError):
+class AzuriteError(ProcessError):
     """azurite-blob did not start, or its container could not be made (the message carries its log's tail)."""
 
 
@@ -68,8 +65,8 @@ class Azurite:
     """azurite-blob's process id (node's: the script execs it)."""
     startup_seconds: float
     """From launching it until the container existed."""
-    process: subprocess.Popen[bytes] | None = field(default=None, repr=False, compare=False)
-    """The Popen handle when this process started it (kept so it is not reaped behind our back)."""
+    process: ManagedProcess | None = field(default=None, repr=False, compare=False)
+    """The process when this process started it (its handle kept so it is not reaped behind our back)."""
 
     @property
     def blob_endpoint(self) -> str:
@@ -121,7 +118,6 @@ def start_azurite(
     binary = toolchain_binary("SSH_GATEWAY_AZURITE_BLOB")
     port = port or free_port()
     root.mkdir(parents=True, exist_ok=True)
-    log = root / "azurite.log"
     args = [
         "--blobHost=127.0.0.1",
         f"--blobPort={port}",
@@ -133,25 +129,17 @@ def start_azurite(
         # It would otherwise send usage data off the machine.
         "--disableTelemetry",
     ]
-    command = [str(binary), *args]
-    setpriv = shutil.which("setpriv")  # util-linux; it execs, so the pid stays node's
-    if not detach and setpriv:
-        command = [setpriv, "--pdeathsig", "KILL", "--", *command]
+    # The script execs node, so the pid is node's.
+    spec = ProcessSpec(name="azurite-blob", argv=(str(binary), *args), log=root / "azurite.log", error=AzuriteError)
+    process = ManagedProcess(spec)
     started = time.monotonic()
-    with log.open("ab") as out:
-        process = subprocess.Popen(  # noqa: S603 - our own cached binary, argv built here
-            command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=detach
-        )
-    try:
-        _create_container(port, container, process, log, started + timeout)
-    except BaseException:
-        _stop_pid(process.pid)
-        raise
+    with _container_client(port, container) as client:
+        pid = process.start(ready=_container_created(client), timeout=timeout, detach=detach)
     return Azurite(
         root=root,
         port=port,
         container=container,
-        pid=process.pid,
+        pid=pid,
         startup_seconds=time.monotonic() - started,
         process=process,
     )
@@ -159,10 +147,7 @@ def start_azurite(
 
 def stop_azurite(azurite: Azurite, *, remove_data: bool = False) -> None:
     """Stops azurite-blob by its pid (SIGTERM, then SIGKILL after 10 s); `remove_data` deletes its blobs."""
-    if azurite.process is not None:
-        _stop_child(azurite.process)
-    else:
-        _stop_pid(azurite.pid)
+    stop_pid(azurite.pid, name="azurite-blob")
     if remove_data:
         shutil.rmtree(azurite.root / "data", ignore_errors=True)
 
@@ -188,72 +173,33 @@ def _credential() -> dict[str, str]:
     return {"account_name": ACCOUNT, "account_key": ACCOUNT_KEY}
 
 
-def _create_container(port: int, container: str, process: subprocess.Popen[bytes], log: Path, deadline: float) -> None:
-    """Creates the container once the emulator answers (an existing one is fine: a restarted local backend)."""
-    from azure.core.exceptions import ResourceExistsError, ServiceRequestError
+def _container_client(port: int, container: str) -> ContainerClient:
     from azure.storage.blob import ContainerClient
 
-    client = ContainerClient(
+    return ContainerClient(
         f"http://127.0.0.1:{port}/{ACCOUNT}",
         container,
         credential=_credential(),
-        retry_total=0,  # this loop is the retry: a refused connection only means "not listening yet"
+        retry_total=0,  # the readiness poll is the retry: a refused connection only means "not listening yet"
         connection_timeout=2,
         read_timeout=10,
     )
-    last = "no answer yet"
-    with client:
-        while time.monotonic() < deadline:
-            if process.poll() is not None:
-                raise AzuriteError(
-                    f"azurite-blob exited with {process.returncode} before it answered; last lines of {log}:\n"
-                    f"{_tail(log)}"
-                )
-            try:
-                client.create_container()
-                return
-            except ResourceExistsError:
-                return
-            except ServiceRequestError as exc:  # not listening yet
-                last = str(exc).splitlines()[0]
-            time.sleep(0.2)
-    raise AzuriteError(f"azurite-blob on port {port} did not answer in time (last: {last}); {log}:\n{_tail(log)}")
 
 
-# --- processes ------------------------------------------------------------------------------------------------
+def _container_created(client: ContainerClient) -> Probe:
+    """Ready once the container exists: created here, or kept from before (a restarted local backend)."""
+    from azure.core.exceptions import ResourceExistsError, ServiceRequestError
 
-
-def _tail(log: Path, lines: int = 20) -> str:
-    try:
-        return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
-    except OSError as exc:
-        return f"({exc})"
-
-
-def _stop_child(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is not None:
-        return
-    process.terminate()
-    try:
-        process.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait(timeout=10)
-
-
-def _stop_pid(pid: int, grace: float = 10.0) -> None:
-    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
-        if not process_alive(pid):
-            return
+    def look() -> str | None:
         try:
-            os.kill(pid, sig)
-        except ProcessLookupError:
-            return
-        deadline = time.monotonic() + wait
-        while time.monotonic() < deadline and process_alive(pid):
-            time.sleep(0.05)
-    if process_alive(pid):
-        raise AzuriteError(f"azurite-blob (pid {pid}) survived SIGKILL")
+            client.create_container()
+        except ResourceExistsError:
+            pass
+        except ServiceRequestError as exc:  # not listening yet
+            return str(exc).splitlines()[0]
+        return None
+
+    return Probe(f"create container {client.container_name}", look)
 
 
 # --- ssh-gateway local-backend ----------------------------------------------------------------------------------

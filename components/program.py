@@ -26,7 +26,6 @@ from providers.port_allocation.resource import PortAllocation, PortAllocationArg
 from providers.sdk_patches import patch_the_sdk
 from ssh_gateway.core.connect import ConnectGateway, Entry, PangolinEntry, StandaloneEnvoy, envoy_bootstrap_yaml
 from ssh_gateway.core.credentials import find_api_key
-from ssh_gateway.core.derived_names import check_derived_names
 from ssh_gateway.core.discovery_records import Outcome
 from ssh_gateway.core.firewall import RuleDesign, Sources, nsg_priority
 from ssh_gateway.core.host_identity import cert_authority_lines, private_seed
@@ -64,8 +63,7 @@ from ssh_gateway.core.settings import (
     PortModeInstance,
     Settings,
     SettingsError,
-    decode_config,
-    parse_settings,
+    read_config,
 )
 from ssh_gateway.core.trust import (
     ca_comment,
@@ -132,11 +130,9 @@ def _config() -> dict[str, str]:
 def load_settings() -> Settings:
     """The running stack's settings; a config problem is a `RunError` naming the key and value."""
     try:
-        settings = parse_settings(decode_config(_config()))
-        check_derived_names(settings)
+        return read_config(_config())
     except SettingsError as exc:
         raise pulumi.RunError(str(exc)) from None
-    return settings
 
 
 def read_pangolin_org(settings: Settings) -> OrgView:

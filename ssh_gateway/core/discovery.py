@@ -29,7 +29,6 @@ from typing import Any, Final
 from pydantic import TypeAdapter, ValidationError
 
 from .cluster import ClusterObject, Listing
-from .derived_names import instance_name_problem
 from .discovery_records import Found, Outcome, Refusal, Remembered, Selection, State, selection_of
 from .discovery_status import REFUSALS_ROOM, STATUS_MAX_BYTES, fixed_room, instance_room, refusal_room
 from .names import DISCOVERY_ANNOTATED_KEYS, DISCOVERY_PREFIX, DiscoverFrom, discovery_annotation
@@ -42,6 +41,7 @@ from .settings import (
     IstioGatewaySettings,
     Settings,
 )
+from .settings.derived_names import instance_name_problem
 from .targets import cluster_dns_name
 
 __all__ = ["discover"]

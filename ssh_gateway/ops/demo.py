@@ -55,8 +55,7 @@ from ssh_gateway.core.settings import (
     EnvoyGatewaySettings,
     Settings,
     SettingsError,
-    decode_config,
-    parse_settings,
+    read_config,
 )
 from ssh_gateway.core.targets import StaticTarget
 from ssh_gateway.core.trust import known_hosts_file
@@ -129,7 +128,7 @@ def _read_settings(stack: auto.Stack) -> tuple[Settings, str]:
     config = {key: value.value for key, value in stack.get_all_config().items()}
     try:
         api_key, _ = find_api_key(config, os.environ)
-        return parse_settings(decode_config(config)), api_key
+        return read_config(config), api_key
     except ValueError as exc:
         raise SystemExit(f"demo: stack {stack.name}: {exc}") from None
 

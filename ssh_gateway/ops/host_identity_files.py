@@ -43,7 +43,7 @@ from ssh_gateway.core.host_identity import (
 )
 from ssh_gateway.core.issued_identity import issued_identity
 from ssh_gateway.core.names import HOST_CA_TYPE, HOST_KEY_ROOT_NAME, HOST_KEY_ROOT_TYPE, host_ca_name
-from ssh_gateway.core.settings import Settings, SettingsError, decode_config, parse_settings
+from ssh_gateway.core.settings import Settings, SettingsError, read_config
 from ssh_gateway.plumbing.pulumi_cli import PulumiFailed, revealed, run_pulumi
 from ssh_gateway.plumbing.toolchain import REPO, ToolchainMissing, pulumi_env
 
@@ -182,7 +182,7 @@ def read_stack(stack: str, *, env: Mapping[str, str] | None = None, work_dir: Pa
     shown = _pulumi_json(["config", "--json"], stack, environment, work_dir)
     config = {key: str(value.get("value", "")) for key, value in shown.items() if isinstance(value, Mapping)}
     try:
-        settings = parse_settings(decode_config(config))
+        settings = read_config(config)
     except SettingsError as exc:
         raise HostIdentityFilesError(f"stack {stack}: {exc}") from None
     deployment = _pulumi_json(["stack", "export", "--show-secrets"], stack, environment, work_dir)

@@ -7,9 +7,9 @@ edit is then made on the text itself: the new entry's lines go after the last en
 included, which a dump of the edited tree would not guarantee (ruamel attaches a comment to the node before it,
 so removing an entry would take the next entry's comment with it).
 
-Before anything is written the whole resulting config is validated with the program's own settings model, so
-an edit the program would refuse is refused here, with the key and the value named, and the file stays
-unchanged byte for byte.
+Before anything is written the whole resulting config is read by the program's own reader
+(`ssh_gateway.core.settings.read_stack_file`), so an edit the program would refuse is refused here, with the key
+and the value named, and the file stays unchanged byte for byte.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import YAMLError
 
-from ssh_gateway.core.settings import INSTANCE_KEYS, Settings, SettingsError, decode_config, parse_settings
+from ssh_gateway.core.settings import INSTANCE_KEYS, Settings, SettingsError, read_stack_file, stack_file_config
 
 __all__ = [
     "INSTANCE_KEYS",
@@ -38,7 +38,6 @@ __all__ = [
 ]
 
 INSTANCES_KEY: Final = "ssh-gateway:instances"
-_PREFIX: Final = "ssh-gateway:"
 
 
 class InstanceError(ValueError):
@@ -74,46 +73,21 @@ def _load(text: str) -> _Doc:
     return _Doc([line for line in re.split(r"(?<=\n)", text) if line], tree)
 
 
-def _plain(value: Any) -> Any:
-    """ruamel's nodes as plain JSON values (its scalars subclass int/str/float/bool)."""
-    if isinstance(value, Mapping):
-        return {str(k): _plain(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    if isinstance(value, bool):
-        return bool(value)
-    if isinstance(value, int):
-        return int(value)
-    if isinstance(value, float):
-        return float(value)
-    return None if value is None else str(value)
-
-
-def _as_pulumi_passes_it(key: str, value: Any) -> str:
-    """A config value as the Pulumi engine hands it to the program: objects as JSON, scalars as text."""
-    if isinstance(value, Mapping) and set(value) == {"secure"}:
-        raise InstanceError(f"{key} is encrypted (secure:), so its value cannot be checked here")
-    plain = _plain(value)
-    if isinstance(plain, bool):
-        return "true" if plain else "false"
-    return json.dumps(plain) if isinstance(plain, (dict, list)) or plain is None else str(plain)
-
-
 def validate(text: str) -> Settings:
-    """The settings a stack file gives the program; `InstanceError` naming each bad key and value."""
-    config: Mapping[Any, Any] = _load(text).config or {}
-    flat = {str(k): _as_pulumi_passes_it(str(k), v) for k, v in config.items() if str(k).startswith(_PREFIX)}
+    """The settings a stack file gives the program (the one reader's); `InstanceError` naming each bad key and value."""
     try:
-        return parse_settings(decode_config(flat))
+        return read_stack_file(text)
     except SettingsError as exc:
         raise InstanceError(str(exc)) from None
 
 
 def list_instances(text: str) -> list[dict[str, Any]]:
     """The `ssh-gateway:instances` entries as written (plain values, in file order)."""
-    config = _load(text).config
-    entries = config.get(INSTANCES_KEY) if config is not None else None
-    return [_plain(entry) for entry in entries or [] if isinstance(entry, Mapping)]
+    try:
+        entries = stack_file_config(text).get(INSTANCES_KEY)
+    except SettingsError as exc:
+        raise InstanceError(str(exc)) from None
+    return [entry for entry in entries or [] if isinstance(entry, dict)]
 
 
 # --- where things are in the text ------------------------------------------------------------------------------
@@ -231,7 +205,7 @@ def add_instance(text: str, entry: Mapping[str, Any]) -> str:
             raise InstanceError(
                 f"{INSTANCES_KEY} is not a block list (`- name: ...` entries); write it as one to edit it here"
             )
-    return _checked("".join(lines), [*list_instances(text), _plain(ordered)])
+    return _checked("".join(lines), [*list_instances(text), json.loads(json.dumps(ordered))])
 
 
 def _config_end(doc: _Doc) -> int:

@@ -17,7 +17,7 @@ from ssh_gateway.core.names import (
 )
 from ssh_gateway.core.outputs import EndpointOutput, Routing, StackOutputs, parse_stack_outputs
 from ssh_gateway.core.ports import PortRange
-from ssh_gateway.core.settings import ConnectModeInstance, SettingsError, decode_config, parse_settings
+from ssh_gateway.core.settings import ConnectModeInstance, SettingsError, read_config
 from ssh_gateway.core.targets import StaticTarget
 
 from .preview_steps import Preview, Step
@@ -163,7 +163,7 @@ def read_endpoints(preview: Preview, old_outputs: StackOutputs) -> Endpoints:
     template = None
     if preview.config:
         try:
-            settings = parse_settings(decode_config(dict(preview.config)))
+            settings = read_config(preview.config)
         except SettingsError:
             settings = None
         if settings is not None:

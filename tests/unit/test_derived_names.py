@@ -7,14 +7,14 @@ from typing import Any
 
 import pytest
 
-from ssh_gateway.core.derived_names import (
+from ssh_gateway.core.settings import SettingsError, parse_settings
+from ssh_gateway.core.settings.derived_names import (
     check_derived_names,
     dns_name_problem,
     nsg_rule_problem,
     secret_problem,
     service_problem,
 )
-from ssh_gateway.core.settings import SettingsError, parse_settings
 
 pytestmark = pytest.mark.unit
 

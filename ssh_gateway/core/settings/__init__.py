@@ -6,13 +6,15 @@ shape its `routing` and `target` call for, the CONNECT entry and its gateway int
 key, the value and what is allowed, with a "did you mean" for a misspelt key.
 
 One job a module: the shared value types are `ssh_gateway.core.fields`; here `sections` has one model per key,
-`schema` the `Settings` with the rules that span sections, `translate` the domain objects they become, and
-`errors` the edge (decoding Pulumi's config, rendering pydantic's errors).
+`schema` the `Settings` with the rules that span sections, `translate` the domain objects they become,
+`errors` the edge (decoding Pulumi's config, rendering pydantic's errors), `derived_names` the names an instance
+gives other systems, and `reader` the one way in: a stack's config or its stack file to `Settings`.
 """
 
 from ssh_gateway.core.outputs import Routing
 
 from .errors import SettingsError, decode_config, parse_settings
+from .reader import read_config, read_stack_file, stack_file_config
 from .schema import Settings
 from .sections import (
     INSTANCE_KEYS,
@@ -71,4 +73,7 @@ __all__ = [
     "StaticInstance",
     "decode_config",
     "parse_settings",
+    "read_config",
+    "read_stack_file",
+    "stack_file_config",
 ]

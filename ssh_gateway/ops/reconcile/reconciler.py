@@ -24,11 +24,11 @@ from ssh_gateway.core.discovery_status import StatusError, read_memory
 from ssh_gateway.core.discovery_status import next_expiry as expiry_of
 from ssh_gateway.core.log_events import JSON_LOG_ENV, Log, LogEvent
 from ssh_gateway.core.names import DiscoverFrom, reconcile_lease_name, stack_label, status_config_map_name
+from ssh_gateway.core.settings import SettingsError, read_stack_file
 from ssh_gateway.kube import KubeError, api_client, read_status
 from ssh_gateway.ops import up as up_command
 from ssh_gateway.ops.automation import stack_file
 from ssh_gateway.ops.exit_codes import ExitCode
-from ssh_gateway.ops.instances import InstanceError, validate
 from ssh_gateway.ops.recovery import recover as recover_command
 from ssh_gateway.plumbing.toolchain import REPO
 
@@ -63,15 +63,15 @@ class StackTarget:
 
 
 def stack_target(stack: str, work_dir: Path = REPO) -> StackTarget:
-    """The stack's selection, from its stack file and the same settings model the program validates it with."""
+    """The stack's selection, from its stack file, read by the program's own reader (`read_stack_file`)."""
     path = stack_file(stack, work_dir)
     try:
         text = path.read_text()
     except OSError as exc:
         raise TargetError(f"stack {stack}: cannot read {path}: {exc.strerror}") from None
     try:
-        settings = validate(text)
-    except InstanceError as exc:
+        settings = read_stack_file(text)
+    except SettingsError as exc:
         raise TargetError(f"stack {stack}: {exc}") from None
     discovery = settings.discovery
     if discovery is None:

@@ -33,10 +33,13 @@ import re
 from dataclasses import dataclass
 from typing import Final
 
-from .addresses import DNS_LABEL_MAX, DNS_NAME_MAX
-from .names import CONNECT_ENTRY, host_key_secret_name, nsg_rule_name, public_host, service_name
-from .settings import NAMESPACE, ConnectModeInstance, Instance, Settings, SettingsError
-from .targets import cluster_dns_name
+from ssh_gateway.core.addresses import DNS_LABEL_MAX, DNS_NAME_MAX
+from ssh_gateway.core.names import CONNECT_ENTRY, host_key_secret_name, nsg_rule_name, public_host, service_name
+from ssh_gateway.core.targets import cluster_dns_name
+
+from .errors import SettingsError
+from .schema import Settings
+from .sections import NAMESPACE, ConnectModeInstance, Instance
 
 __all__ = [
     "check_derived_names",

@@ -13,9 +13,7 @@ host) is bound to 127.0.0.1 here, since the demo and the tests listen on loopbac
 from __future__ import annotations
 
 import json
-import shutil
 import signal
-import subprocess
 import time
 import urllib.error
 import urllib.request
@@ -27,10 +25,8 @@ from typing import Any
 import yaml
 
 from ssh_gateway.plumbing.loopback import free_port
-from ssh_gateway.plumbing.process import PidFile
+from ssh_gateway.plumbing.process import ManagedProcess, PidFile, Probe, ProcessError, ProcessSpec, log_excerpt
 from ssh_gateway.plumbing.toolchain import toolchain_binary
-
-from .log_excerpt import log_excerpt
 
 __all__ = [
     "TraefikError",
@@ -46,7 +42,7 @@ API_ENTRY_POINT = "traefik"
 CONFIG_NAME = "traefik.yml"
 
 
-class TraefikError(RuntimeError):
+class TraefikError(ProcessError):
     """Traefik is missing, refused its configuration, or did not come up."""
 
 
@@ -91,6 +87,10 @@ def static_configuration(
     }
 
 
+def _problem(line: str) -> bool:
+    return " ERR " in line or " FTL " in line
+
+
 def _pid_file(directory: Path) -> PidFile:
     return PidFile(directory / "traefik.pid", marker=str(directory / CONFIG_NAME))
 
@@ -122,7 +122,7 @@ class TraefikProcess:
     poll_interval: float = 0.5
     """Seconds between two polls of the provider: how soon a router follows a Pangolin change."""
     api_port: int = field(default_factory=free_port)
-    _process: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
+    _process: ManagedProcess | None = field(default=None, init=False, repr=False)
 
     @property
     def config_file(self) -> Path:
@@ -150,51 +150,42 @@ class TraefikProcess:
         return config
 
     def running_pid(self) -> int | None:
-        if self._process is not None and self._process.poll() is None:
+        if self._process is not None and self._process.running():
             return self._process.pid
-        return _pid_file(self.directory).running_pid()
+        return detached_traefik_pid(self.directory)
 
     def start(self, timeout: float = 60.0, *, detach: bool = False) -> None:
         """Starts Traefik and waits until its API lists every entry point of its configuration.
 
         `detach`: Traefik outlives this process (`scripts/demo --keep`), found again through its pid file."""
         self.configure()
-        command = [str(traefik_binary()), f"--configFile={self.config_file}"]
-        setpriv = shutil.which("setpriv")
-        if setpriv and not detach:
-            # Dies with the process that started it, even one killed by SIGKILL (a killed pytest).
-            command = [setpriv, "--pdeathsig", "TERM", "--", *command]
-        with (self.directory / "traefik.stdout").open("ab") as out:
-            self._process = subprocess.Popen(  # noqa: S603 - the toolchain's binary, our own config
-                command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=detach
-            )
-        if detach:
-            _pid_file(self.directory).write(self._process.pid)
-        wanted = {API_ENTRY_POINT, *self.entry_points}
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self._process.poll() is not None:
-                raise TraefikError(f"traefik exited with {self._process.returncode} while starting{self.log_tail()}")
-            listed = self._get(f"/entrypoints?per_page={_PER_PAGE}")
-            if isinstance(listed, list) and wanted <= {str(e.get("name")) for e in listed}:
-                return
-            time.sleep(0.1)
-        self.stop()
-        raise TraefikError(f"traefik's API did not list its entry points within {timeout:.0f}s{self.log_tail()}")
+        spec = ProcessSpec(
+            name="traefik",
+            argv=(str(traefik_binary()), f"--configFile={self.config_file}"),
+            log=self.directory / "traefik.stdout",
+            own_log=self.log_file,
+            problems=_problem,
+            pid_file=_pid_file(self.directory),
+            death_signal=signal.SIGTERM,
+            error=TraefikError,
+        )
+        self._process = ManagedProcess(spec)
+        self._process.start(ready=Probe("entry points its API lists", self._unlisted), timeout=timeout, detach=detach)
+
+    def _unlisted(self) -> str | None:
+        """None once the API lists every entry point of the configuration, else what it lists."""
+        listed = self._get(f"/entrypoints?per_page={_PER_PAGE}")
+        if not isinstance(listed, list):
+            return "no answer"
+        names = {str(e.get("name")) for e in listed}
+        return None if {API_ENTRY_POINT, *self.entry_points} <= names else ", ".join(sorted(names)) or "none"
 
     def stop(self, timeout: float = 10.0) -> bool:
         """SIGTERM, then SIGKILL after `timeout`; also a Traefik a detached start left. True if one ran."""
         process, self._process = self._process, None
-        if process is None or process.poll() is not None:
+        if process is None:
             return stop_detached_traefik(self.directory, timeout)
-        _pid_file(self.directory).path.unlink(missing_ok=True)
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout)
-        return True
+        return process.stop(timeout)
 
     def _get(self, path: str) -> Any:
         """GET one API path as JSON; None when the API does not answer (yet)."""
@@ -243,7 +234,7 @@ class TraefikProcess:
 
     def log_tail(self, lines: int = 12) -> str:
         """Traefik's errors (or, if none, its last lines), for an exception's text."""
-        return log_excerpt(self.log_file, lambda line: " ERR " in line or " FTL " in line, lines)
+        return log_excerpt(self.log_file, _problem, lines)
 
     def __enter__(self) -> TraefikProcess:
         self.start()

@@ -32,6 +32,7 @@ __all__ = [
     "ProcessError",
     "ProcessSpec",
     "http_ready",
+    "log_excerpt",
     "path_ready",
     "process_alive",
     "stop_pid",
@@ -130,9 +131,9 @@ class PidFile:
         return pid is not None and stop_pid(pid, grace, name=f"the process of {self.path}")
 
 
-def _excerpt(log: Path, keep: Callable[[str], bool] | None, lines: int) -> str:
-    """The log's last `lines` lines that `keep` keeps (or, if none, its last lines), indented under a header;
-    "" when there are none."""
+def log_excerpt(log: Path, keep: Callable[[str], bool] | None, lines: int) -> str:
+    """The log's last `lines` lines that `keep` keeps (or, if none, its last lines), indented under a header
+    line, for an exception's text; "" when there are none."""
     try:
         logged = log.read_text(errors="replace").splitlines()
     except OSError:
@@ -279,7 +280,7 @@ class ManagedProcess:
     def log_tail(self, lines: int = 30, keep: Callable[[str], bool] | None = None) -> str:
         """The log's last `lines` lines `keep` (default `spec.problems`) keeps, or else its last lines, under a
         header line (for an exception's text); "" for an empty log."""
-        return _excerpt(self.spec.own_log or self.spec.log, keep or self.spec.problems, lines)
+        return log_excerpt(self.spec.own_log or self.spec.log, keep or self.spec.problems, lines)
 
     def __enter__(self) -> ManagedProcess:
         return self
@@ -319,7 +320,7 @@ def http_ready(url: str, *, verify: ssl.SSLContext | bool = True, status: int = 
     def look() -> str | None:
         try:
             response = httpx.get(url, verify=context, timeout=2.0)
-        except httpx.TransportError as exc:
+        except httpx.HTTPError as exc:
             return repr(exc)
         return None if response.status_code == status else f"{response.status_code} {response.text[:200]}"
 

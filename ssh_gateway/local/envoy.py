@@ -37,11 +37,8 @@ import importlib.util
 import json
 import os
 import re
-import shutil
 import signal
-import socket
 import subprocess
-import time
 import urllib.error
 import urllib.request
 from collections.abc import Mapping, Sequence
@@ -51,10 +48,16 @@ from typing import Any, ClassVar
 
 from ssh_gateway.core.connect import HCM_FILTER, HCM_TYPE, ROUTER_FILTER, ROUTER_TYPE, gateway_route_name
 from ssh_gateway.plumbing.loopback import free_port
-from ssh_gateway.plumbing.process import PidFile
+from ssh_gateway.plumbing.process import (
+    ManagedProcess,
+    PidFile,
+    Probe,
+    ProcessError,
+    ProcessSpec,
+    log_excerpt,
+    tcp_ready,
+)
 from ssh_gateway.plumbing.toolchain import toolchain_binary
-
-from .log_excerpt import log_excerpt
 
 __all__ = [
     "EnvoyError",
@@ -120,7 +123,7 @@ GATEWAY_HTTP_FILTERS: tuple[dict[str, Any], ...] = (
 )
 
 
-class EnvoyError(RuntimeError):
+class EnvoyError(ProcessError):
     """Envoy, or the Istio helper, is missing, refused the configuration, or did not come up."""
 
 
@@ -239,6 +242,10 @@ def apply_istio_patches(
     return listener_out, route_out
 
 
+def _problem(line: str) -> bool:
+    return bool(_PROBLEM.search(line))
+
+
 def _pid_file(directory: Path) -> PidFile:
     # Ours while the process runs this directory's bootstrap, .json or .yaml (a stale pid file is never mistaken
     # for ours).
@@ -306,7 +313,7 @@ class EnvoyProcess:
 
     directory: Path
     port: int
-    _process: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
+    _process: ManagedProcess | None = field(default=None, init=False, repr=False)
 
     BOOTSTRAP: ClassVar[str] = "bootstrap.json"
     """The bootstrap's file name: Envoy picks its parser by the extension (.json, .yaml)."""
@@ -319,26 +326,19 @@ class EnvoyProcess:
     def bootstrap_file(self) -> Path:
         return self.directory / self.BOOTSTRAP
 
-    @property
-    def _pid(self) -> PidFile:
-        return _pid_file(self.directory)
-
     def running_pid(self) -> int | None:
         """The pid of this directory's Envoy, also one started detached by an earlier process; else None."""
-        if self._process is not None and self._process.poll() is None:
+        if self._process is not None and self._process.running():
             return self._process.pid
-        return self._pid.running_pid()
+        return _pid_file(self.directory).running_pid()
 
     def configure(self) -> None:
         """Writes `bootstrap_file`."""
         raise NotImplementedError
 
-    def _ready(self) -> bool:
-        return _accepts(self.port)
-
-    def _not_ready(self) -> str:
-        """What was still missing when Envoy was not ready in time."""
-        return f"listener 127.0.0.1:{self.port} not accepting"
+    def _unready(self) -> str | None:
+        """None once Envoy is ready, else what is still missing."""
+        return None if tcp_ready("127.0.0.1", self.port)() else f"listener 127.0.0.1:{self.port} not accepting"
 
     def start(self, timeout: float = 30.0, *, detach: bool = False) -> None:
         """Configures and starts Envoy, and waits until it is ready.
@@ -347,46 +347,32 @@ class EnvoyProcess:
         stopped through its pid file; otherwise it dies with this process."""
         self.directory.mkdir(parents=True, exist_ok=True)
         self.configure()
-        command = [str(envoy_binary()), "-c", str(self.bootstrap_file), "--log-path", str(self.log_file)]
+        argv = [str(envoy_binary()), "-c", str(self.bootstrap_file), "--log-path", str(self.log_file)]
         # Logs reach the file within 0.2 s (default 10 s), so a caller can read what Envoy just said.
-        command += ["--disable-hot-restart", "--concurrency", "1", "-l", "info", "--file-flush-interval-msec", "200"]
-        setpriv = shutil.which("setpriv")
-        if setpriv and not detach:
-            # Killed with the process that started it even when that one dies by SIGKILL (a killed pytest).
-            command = [setpriv, "--pdeathsig", "TERM", "--", *command]
-        with (self.directory / "envoy.stdout").open("ab") as out:
-            self._process = subprocess.Popen(  # noqa: S603
-                command, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, start_new_session=detach
-            )
-        if detach:
-            self._pid.write(self._process.pid)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self._process.poll() is not None:
-                raise EnvoyError(f"envoy exited with {self._process.returncode} while starting{self.log_tail()}")
-            if self._ready():
-                return
-            time.sleep(0.1)
-        self.stop()
-        raise EnvoyError(f"envoy was not ready within {timeout:.0f}s ({self._not_ready()}){self.log_tail()}")
+        argv += ["--disable-hot-restart", "--concurrency", "1", "-l", "info", "--file-flush-interval-msec", "200"]
+        spec = ProcessSpec(
+            name="envoy",
+            argv=tuple(argv),
+            log=self.directory / "envoy.stdout",
+            own_log=self.log_file,
+            problems=_problem,
+            pid_file=_pid_file(self.directory),
+            death_signal=signal.SIGTERM,
+            error=EnvoyError,
+        )
+        self._process = ManagedProcess(spec)
+        self._process.start(ready=Probe("still", self._unready), timeout=timeout, detach=detach)
 
     def stop(self, timeout: float = 10.0) -> bool:
         """SIGTERM, then SIGKILL after `timeout` seconds; also an Envoy a detached start left. True if one ran."""
         process, self._process = self._process, None
-        if process is None or process.poll() is not None:
-            return self._pid.terminate(timeout)
-        self._pid.path.unlink(missing_ok=True)
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout)
-        return True
+        if process is None:
+            return stop_detached_envoy(self.directory, timeout)
+        return process.stop(timeout)
 
     def log_tail(self, lines: int = 12) -> str:
         """Envoy's warnings and errors (or, if none, its last lines), for an exception's text."""
-        return log_excerpt(self.log_file, lambda line: bool(_PROBLEM.search(line)), lines)
+        return log_excerpt(self.log_file, _problem, lines)
 
     def __enter__(self) -> EnvoyProcess:
         self.start()
@@ -467,12 +453,10 @@ class EnvoyGateway(EnvoyProcess):
         fresh.write_text(json.dumps(response))
         fresh.replace(self.rds_file)
 
-    def _ready(self) -> bool:
+    def _unready(self) -> str | None:
         # Admin /ready is LIVE once the RDS routes are in, which the listener accepting alone does not say.
-        return self.admin("/ready") == "LIVE" and _accepts(self.port)
-
-    def _not_ready(self) -> str:
-        return f"admin /ready: {self.admin('/ready')}"
+        state = self.admin("/ready")
+        return None if state == "LIVE" and tcp_ready("127.0.0.1", self.port)() else f"admin /ready: {state}"
 
     def admin(self, path: str) -> str | None:
         """GET an admin endpoint; its body stripped, or None when the admin port does not answer."""
@@ -499,11 +483,3 @@ def admin_get(admin_port: int, path: str) -> str | None:
             return str(response.read().decode().strip())
     except (urllib.error.URLError, OSError):
         return None
-
-
-def _accepts(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-            return True
-    except OSError:
-        return False

@@ -45,9 +45,7 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
-import subprocess
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -58,11 +56,11 @@ import httpx
 import yaml
 
 from ssh_gateway.plumbing.loopback import free_port
+from ssh_gateway.plumbing.process import ManagedProcess, ProcessError, ProcessSpec, http_ready, log_excerpt
 from ssh_gateway.plumbing.toolchain import toolchain_binary
 
 from .control_plane import ControlPlane
 from .envoy import EnvoyError, EnvoyProcess, admin_get
-from .log_excerpt import log_excerpt
 
 __all__ = [
     "Istiod",
@@ -111,8 +109,12 @@ MESH_CONFIG: dict[str, Any] = {
 }
 
 
-class IstiodError(RuntimeError):
+class IstiodError(ProcessError):
     """istiod did not start or become ready (the message carries its log's tail)."""
+
+
+def _problem(line: str) -> bool:
+    return "\terror\t" in line or "\twarn\t" in line
 
 
 def pilot_discovery() -> Path:
@@ -136,7 +138,7 @@ class Istiod:
     http_port: int = field(default_factory=free_port)
     """Readiness (/ready) and the debug endpoints (/debug/...)."""
     monitoring_port: int = field(default_factory=free_port)
-    _process: subprocess.Popen[bytes] | None = field(default=None, init=False, repr=False)
+    _process: ManagedProcess | None = field(default=None, init=False, repr=False)
 
     @property
     def log_file(self) -> Path:
@@ -168,47 +170,28 @@ class Istiod:
         """Starts istiod and waits until its /ready answers 200 (its caches of the API server are synced)."""
         self.directory.mkdir(parents=True, exist_ok=True)
         ensure_namespace(self.plane, ISTIOD_NAMESPACE)  # its leader election leases live there
-        command = self.command()
-        setpriv = shutil.which("setpriv")
-        if setpriv:
-            # Killed with the process that started it, even when that one dies by SIGKILL.
-            command = [setpriv, "--pdeathsig", "TERM", "--", *command]
-        env = {"PATH": os.environ.get("PATH", ""), "HOME": str(self.directory), **ISTIOD_ENV}
-        with self.log_file.open("ab") as out:
-            self._process = subprocess.Popen(  # noqa: S603 - our own cached binary, argv built here
-                command, cwd=self.directory, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT
-            )
-        deadline = time.monotonic() + timeout
-        last = "no answer yet"
-        while time.monotonic() < deadline:
-            if self._process.poll() is not None:
-                raise IstiodError(f"istiod exited with {self._process.returncode} while starting{self.log_tail()}")
-            try:
-                response = httpx.get(f"http://127.0.0.1:{self.http_port}/ready", timeout=2)
-            except httpx.TransportError as exc:
-                last = repr(exc)
-            else:
-                if response.status_code == httpx.codes.OK:
-                    return
-                last = f"{response.status_code} {response.text[:200]}"
-            time.sleep(0.5)
-        self.stop()
-        raise IstiodError(f"istiod was not ready within {timeout:.0f}s (last: {last}){self.log_tail()}")
+        spec = ProcessSpec(
+            name="istiod",
+            argv=tuple(self.command()),
+            log=self.log_file,
+            env={"PATH": os.environ.get("PATH", ""), "HOME": str(self.directory), **ISTIOD_ENV},
+            cwd=self.directory,
+            stop_grace=15.0,
+            death_signal=signal.SIGTERM,
+            problems=_problem,
+            error=IstiodError,
+        )
+        self._process = ManagedProcess(spec)
+        self._process.start(ready=http_ready(f"http://127.0.0.1:{self.http_port}/ready"), timeout=timeout)
 
     def stop(self, timeout: float = 15.0) -> None:
         process, self._process = self._process, None
-        if process is None or process.poll() is not None:
-            return
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait(timeout)
+        if process is not None:
+            process.stop(timeout)
 
     def log_tail(self, lines: int = 20) -> str:
         """istiod's errors and warnings (or, if none, its last lines), for an exception's text."""
-        return log_excerpt(self.log_file, lambda line: "\terror\t" in line or "\twarn\t" in line, lines)
+        return log_excerpt(self.log_file, _problem, lines)
 
     def __enter__(self) -> Istiod:
         self.start()
@@ -291,11 +274,11 @@ class XdsGateway(EnvoyProcess):
     def configure(self) -> None:
         self.bootstrap_file.write_text(json.dumps(self.bootstrap(), indent=1))
 
-    def _ready(self) -> bool:
-        return self.admin("/ready") == "LIVE" and self.listener() is not None
-
-    def _not_ready(self) -> str:
-        return f"admin /ready: {self.admin('/ready')}, listeners from istiod: {self.listener_names()}"
+    def _unready(self) -> str | None:
+        state = self.admin("/ready")
+        if state == "LIVE" and self.listener() is not None:
+            return None
+        return f"admin /ready: {state}, listeners from istiod: {self.listener_names()}"
 
     def admin(self, path: str) -> str | None:
         """GET an admin endpoint; its body stripped, or None when the admin port does not answer."""

@@ -2,8 +2,8 @@
 
 It runs from a directory of its own: config, host key, `authorized_keys`, pid file and log. It works as root
 (CI) and as a normal user (a laptop): a non-root sshd can log in only the user running it, so `AllowUsers`
-names exactly that user. It daemonizes, so a caller may leave it running (`scripts/demo --keep`) and stop it
-later from its pid file.
+names exactly that user. It runs in a session of its own, so a caller may leave it running (`scripts/demo
+--keep`) and stop it later from its pid file.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ssh_gateway.core.host_identity import HostIdentityError, openssh_private_key, openssh_public_key, public_key_of
-from ssh_gateway.plumbing.process import PidFile
+from ssh_gateway.plumbing.process import ManagedProcess, PidFile, ProcessError, ProcessSpec, tcp_ready
 
 __all__ = [
     "DEMO_HOST_KEY_SEED",
@@ -40,7 +40,7 @@ Public on purpose: the key only ever serves 127.0.0.1, like the emulator's local
 _PRIVSEP_MISSING = re.compile(r"Missing privilege separation directory: (\S+)")
 
 
-class SshdError(RuntimeError):
+class SshdError(ProcessError):
     """sshd (or ssh-keygen) is missing, or the server did not come up; the message says why."""
 
 
@@ -128,6 +128,7 @@ class LocalSshd:
         self.pid_file = directory / "sshd.pid"
         self.log_file = directory / "sshd.log"
         self._pid = PidFile(self.pid_file, marker=str(self.config_file))
+        self._process: ManagedProcess | None = None
 
     @property
     def host_public_key(self) -> str:
@@ -192,7 +193,7 @@ class LocalSshd:
         return self._pid.running_pid()
 
     def start(self, timeout: float = 10.0) -> int:
-        """Starts sshd (daemonized) and waits until it accepts connections; returns its pid."""
+        """Starts sshd in a session of its own and waits until it accepts connections; returns its pid."""
         if wait_for_port(self.host, self.port, 0):
             raise SshdError(
                 f"{self.host}:{self.port} is in use by another process: stop it, or give the instances another "
@@ -200,43 +201,40 @@ class LocalSshd:
             )
         self.write_files()
         self.pid_file.unlink(missing_ok=True)
-        argv = [str(find_sshd()), "-f", str(self.config_file), "-E", str(self.log_file)]
-        for _ in range(2):
-            logged = self.log_file.stat().st_size if self.log_file.exists() else 0
-            result = subprocess.run(argv, capture_output=True, text=True, timeout=timeout, check=False)  # noqa: S603
-            # With -E, sshd reports even fatal config errors to its log file rather than stderr.
-            said = result.stderr + self._log_since(logged)
-            missing = _PRIVSEP_MISSING.search(said)
-            if result.returncode == 0 or not missing:
-                break
-            if os.geteuid() != 0:
-                raise SshdError(f"sshd: {missing[0]}")
-            # Run as root, sshd wants its privilege-separation directory (Debian: /run/sshd), which only the
-            # init script creates; containers without init never run it.
-            Path(missing[1]).mkdir(mode=0o755, parents=True, exist_ok=True)
-        if result.returncode != 0:
-            raise SshdError(f"sshd did not start (exit {result.returncode}): {said.strip()}")
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            pid = self.running_pid()
-            if pid is not None and wait_for_port(self.host, self.port, 0.2):
-                return pid
-            time.sleep(0.05)
-        raise SshdError(f"sshd did not listen on {self.host}:{self.port} within {timeout:.0f}s{self._log_tail()}")
+        spec = ProcessSpec(
+            name="sshd",
+            # -D: no fork into the background, so the pid is sshd's own; detached below instead, so it outlives
+            # its caller (`scripts/demo --keep`) as a daemon would, and is stopped through its pid file.
+            argv=(str(find_sshd()), "-D", "-f", str(self.config_file), "-E", str(self.log_file)),
+            log=self.log_file,  # with -E even its fatal config errors go there rather than to stderr
+            pid_file=self._pid,
+            stop_grace=5.0,
+            error=SshdError,
+        )
+        self._process = ManagedProcess(spec)
+        ready = tcp_ready(self.host, self.port)
+        try:
+            return self._process.start(ready=ready, timeout=timeout, detach=True)
+        except SshdError as exc:
+            _make_privsep_dir(exc)
+        return self._process.start(ready=ready, timeout=timeout, detach=True)
 
     def stop(self, timeout: float = 5.0) -> bool:
-        """Stops this directory's sshd if it runs; True if it was running."""
-        return self._pid.terminate(timeout)
+        """Stops this directory's sshd if it runs (also one an earlier process started); True if it was running."""
+        process, self._process = self._process, None
+        if process is None:
+            return self._pid.terminate(timeout)
+        return process.stop(timeout)
 
-    def _log_since(self, offset: int) -> str:
-        if not self.log_file.exists():
-            return ""
-        with self.log_file.open("rb") as log:
-            log.seek(offset)
-            return log.read().decode(errors="replace")
 
-    def _log_tail(self, lines: int = 15) -> str:
-        if not self.log_file.exists():
-            return ""
-        tail = self.log_file.read_text(errors="replace").splitlines()[-lines:]
-        return f"\n  last lines of {self.log_file}:\n    " + "\n    ".join(tail) if tail else ""
+def _make_privsep_dir(failed: SshdError) -> None:
+    """Makes the privilege-separation directory whose absence made sshd fail; re-raises any other failure.
+
+    Run as root, sshd wants it (Debian: /run/sshd), and only the init script creates it: containers without
+    init never run it."""
+    missing = _PRIVSEP_MISSING.search(str(failed))
+    if not missing:
+        raise failed
+    if os.geteuid() != 0:
+        raise SshdError(f"sshd: {missing[0]}") from failed
+    Path(missing[1]).mkdir(mode=0o755, parents=True, exist_ok=True)

@@ -5,24 +5,21 @@ address for the demo (`DetachedEmulator`).
         client = httpx.Client(base_url=emu.url, headers={"Authorization": f"Bearer {emu.api_key}"})
 
 State lives in `state_dir/pangolin-emulator.db`; the keys are kept in `state_dir/api-keys.json`
-so a later run on the same directory authenticates with the same keys. The process's stderr
-goes to `state_dir/pangolin-emulator.stderr.log`.
+so a later run on the same directory authenticates with the same keys. The process's output (its ready
+line, then its log on stderr) goes to `state_dir/pangolin-emulator.stderr.log`.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import selectors
 import socket
-import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 from urllib.parse import urlsplit
 
 import httpx
@@ -30,14 +27,14 @@ import httpx
 from pangolin_emulator.faults import DEFAULT_FAULT_KINDS
 from pangolin_emulator.keys import generate_api_key
 from pangolin_emulator.traefik_config import TRAEFIK_CONFIG_PATH
-from ssh_gateway.plumbing.process import PidFile
+from ssh_gateway.plumbing.process import ManagedProcess, PidFile, Probe, ProcessError, ProcessSpec, http_ready
 
 __all__ = ["DetachedEmulator", "EmulatorError", "EmulatorHandle", "running_emulator"]
 
 DB_NAME = "pangolin-emulator.db"
 KEYS_NAME = "api-keys.json"
 STDERR_NAME = "pangolin-emulator.stderr.log"
-_START_TIMEOUT = 15.0
+_START_TIMEOUT = 30.0
 _STOP_TIMEOUT = 5.0
 
 
@@ -58,8 +55,7 @@ class _Launch:
     seed_org: str | None = None
     internal_port: int = 0
     """The internal API's port (Traefik's HTTP provider); 0 picks one at the first start, kept for restarts."""
-    process: subprocess.Popen[bytes] | None = None
-    stderr: IO[bytes] | None = None
+    process: ManagedProcess | None = None
 
     def argv(self, api_key: str, root_api_key: str | None = None) -> list[str]:
         argv = [
@@ -186,54 +182,36 @@ class EmulatorHandle:
     def stop(self) -> None:
         launch = self._launch
         process, launch.process = launch.process, None
-        if process is not None and process.poll() is None:
-            process.terminate()
+        if process is not None:
+            process.stop()
+
+
+def _ready_line(log: Path, offset: int) -> dict[str, Any] | None:
+    """The emulator's ready line (the one JSON object it prints) among what it logged after `offset`."""
+    with log.open("rb") as logged:
+        logged.seek(offset)
+        lines = logged.read().decode(errors="replace").splitlines()
+    for line in lines:
+        if line.startswith("{"):
             try:
-                process.wait(timeout=_STOP_TIMEOUT)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(timeout=_STOP_TIMEOUT)
-        if process is not None and process.stdout is not None:
-            process.stdout.close()
-        if launch.stderr is not None:
-            launch.stderr.close()
-            launch.stderr = None
+                ready: dict[str, Any] = json.loads(line)
+            except ValueError:
+                continue  # not all written yet
+            return ready
+    return None
 
 
-def _stderr_text(launch: _Launch) -> str:
-    path = launch.state_dir / STDERR_NAME
-    return path.read_text(errors="replace") if path.exists() else ""
+def _serving(log: Path, offset: int) -> Probe:
+    """Ready once the emulator has printed its ready line and its API answers."""
 
+    def look() -> str | None:
+        ready = _ready_line(log, offset)
+        if ready is None:
+            return "no ready line yet"
+        api = http_ready(f"{ready['url']}/")
+        return None if api() else api.last
 
-def _read_ready_line(process: subprocess.Popen[bytes], launch: _Launch) -> dict[str, Any]:
-    if process.stdout is None:
-        raise RuntimeError("emulator stdout is not a pipe")
-    deadline = time.monotonic() + _START_TIMEOUT
-    with selectors.DefaultSelector() as selector:
-        selector.register(process.stdout, selectors.EVENT_READ)
-        while time.monotonic() < deadline:
-            if selector.select(timeout=0.1):
-                line = process.stdout.readline()
-                if line:
-                    ready: dict[str, Any] = json.loads(line)
-                    return ready
-            if process.poll() is not None:
-                break
-    raise RuntimeError(f"pangolin emulator did not start (exit code {process.poll()}):\n{_stderr_text(launch)}")
-
-
-def _wait_healthy(url: str, process: subprocess.Popen[bytes], launch: _Launch) -> None:
-    deadline = time.monotonic() + _START_TIMEOUT
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            break
-        try:
-            if httpx.get(f"{url}/", timeout=1).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        time.sleep(0.05)
-    raise RuntimeError(f"pangolin emulator never became healthy:\n{_stderr_text(launch)}")
+    return Probe("serving", look)
 
 
 def _env() -> dict[str, str]:
@@ -245,19 +223,18 @@ def _env() -> dict[str, str]:
 
 def _start(launch: _Launch, api_key: str, root_api_key: str) -> dict[str, Any]:
     """Start the process, return its ready line, and pin the port for later restarts."""
-    env = _env()
-    launch.stderr = (launch.state_dir / STDERR_NAME).open("ab")
-    process = subprocess.Popen(  # noqa: S603 - fixed argv, our own interpreter and module
-        launch.argv(api_key, root_api_key), stdout=subprocess.PIPE, stderr=launch.stderr, env=env
+    log = launch.state_dir / STDERR_NAME
+    offset = log.stat().st_size if log.exists() else 0  # a restart appends to the log of the run before
+    argv = tuple(launch.argv(api_key, root_api_key))
+    # No death signal: as before, a test's emulator is stopped by its context manager.
+    spec = ProcessSpec(
+        name="pangolin emulator", argv=argv, log=log, env=_env(), stop_grace=_STOP_TIMEOUT, death_signal=None
     )
-    launch.process = process
-    try:
-        ready = _read_ready_line(process, launch)
-        _wait_healthy(str(ready["url"]), process, launch)
-    except BaseException:
-        process.kill()
-        process.wait()
-        raise
+    launch.process = ManagedProcess(spec)
+    launch.process.start(ready=_serving(log, offset), timeout=_START_TIMEOUT)
+    ready = _ready_line(log, offset)
+    if ready is None:  # _serving held, so it is there
+        raise ProcessError(f"pangolin emulator: no ready line in {log}")
     launch.port = int(urlsplit(str(ready["url"])).port or 0)
     launch.internal_port = int(urlsplit(str(ready["internal"])).port or 0)
     return ready
@@ -310,7 +287,7 @@ def running_emulator(
         handle.stop()
 
 
-class EmulatorError(RuntimeError):
+class EmulatorError(ProcessError):
     """The emulator cannot start where the stack expects it; the message says why."""
 
 
@@ -338,7 +315,7 @@ class DetachedEmulator:
         )
         self._pid = PidFile(directory / "emulator.pid", marker=str(directory / DB_NAME))
         self._internal_port_file = directory / "internal-port"
-        self._process: subprocess.Popen[bytes] | None = None
+        self._process: ManagedProcess | None = None
 
     @property
     def traefik_config_url(self) -> str:
@@ -358,10 +335,7 @@ class DetachedEmulator:
         self._launch.internal_port = int(self._internal_port_file.read_text())
 
     def healthy(self) -> bool:
-        try:
-            return httpx.get(f"{self.url}/", timeout=1).status_code == 200
-        except httpx.HTTPError:
-            return False
+        return http_ready(f"{self.url}/")()
 
     def running_pid(self) -> int | None:
         """The pid of the emulator this directory started, if it still runs."""
@@ -378,31 +352,20 @@ class DetachedEmulator:
                 )
         self.directory.mkdir(parents=True, exist_ok=True)
         self._pin_internal_port()
-        with self.log_file.open("ab") as log:
-            process = subprocess.Popen(  # noqa: S603 - our own interpreter and module
-                launch.argv(self._api_key), stdin=subprocess.DEVNULL, stdout=log, stderr=log, env=_env(),
-                start_new_session=True,
-            )  # fmt: skip
-        self._process = process
-        self._pid.write(process.pid)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline and process.poll() is None:
-            if self.healthy():
-                return process.pid
-            time.sleep(0.1)
-        self.stop()
-        raise EmulatorError(f"the Pangolin emulator did not come up at {self.url}{self._log_tail()}")
+        spec = ProcessSpec(
+            name="the Pangolin emulator",
+            argv=tuple(launch.argv(self._api_key)),
+            log=self.log_file,
+            env=_env(),
+            pid_file=self._pid,
+            error=EmulatorError,
+        )
+        self._process = ManagedProcess(spec)
+        return self._process.start(ready=http_ready(f"{self.url}/"), timeout=timeout, detach=True)
 
     def stop(self, timeout: float = 10.0) -> bool:
         """Stops the emulator this directory started, if it runs; True if it was running."""
-        stopped = self._pid.terminate(timeout)
         process, self._process = self._process, None
-        if process is not None:
-            process.wait(timeout)  # reap our own child
-        return stopped
-
-    def _log_tail(self, lines: int = 15) -> str:
-        if not self.log_file.exists():
-            return ""
-        tail = self.log_file.read_text(errors="replace").splitlines()[-lines:]
-        return f"\n  last lines of {self.log_file}:\n    " + "\n    ".join(tail) if tail else ""
+        if process is None:
+            return self._pid.terminate(timeout)
+        return process.stop(timeout)

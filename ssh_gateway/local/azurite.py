@@ -13,16 +13,15 @@ The tests (`running_azurite`, a context manager) and `ssh-gateway local-backend`
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 import sys
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from ssh_gateway.plumbing.loopback import free_port
 from ssh_gateway.plumbing.process import ManagedProcess, Probe, ProcessError, ProcessSpec, process_alive, stop_pid
@@ -34,7 +33,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Azurite",
     "AzuriteError",
-    "main",
+    "run",
     "running_azurite",
     "start_azurite",
     "stop_azurite",
@@ -268,15 +267,6 @@ def _status() -> int:
     return 0 if ready else 1
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="scripts/local-backend",
-        description="A local Azure Blob state backend (Azurite) for stacks shared the way a team shares them.",
-    )
-    parser.add_argument("command", choices=["start", "stop", "status"])
-    command = parser.parse_args(argv).command
-    return {"start": _start, "stop": _stop, "status": _status}[command]()
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+def run(action: Literal["start", "stop", "status"]) -> int:
+    """`ssh-gateway local-backend ACTION`: starts, stops or reports the local Azure Blob backend; its exit code."""
+    return {"start": _start, "stop": _stop, "status": _status}[action]()

@@ -6,9 +6,8 @@ istio_crds.py builds on control_plane.py, so the command that uses both sits abo
 
 from __future__ import annotations
 
-import argparse
 import sys
-from collections.abc import Sequence
+from typing import Literal
 
 import httpx
 
@@ -23,7 +22,7 @@ from .control_plane import (
 )
 from .istio_crds import install_istio_crds, istio_crds_file
 
-__all__ = ["CLUSTER_PORTS", "CLUSTER_ROOT", "main"]
+__all__ = ["CLUSTER_PORTS", "CLUSTER_ROOT", "run"]
 
 
 CLUSTER_ROOT = REPO / ".pulumi-state" / "local-cluster"
@@ -112,15 +111,6 @@ def _status() -> int:
     return 0 if ready else 1
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="scripts/local-cluster",
-        description="A local etcd + kube-apiserver (no controllers) for the local stack's Kubernetes half.",
-    )
-    parser.add_argument("command", choices=["start", "stop", "status"])
-    command = parser.parse_args(argv).command
-    return {"start": _start, "stop": _stop, "status": _status}[command]()
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+def run(action: Literal["start", "stop", "status"]) -> int:
+    """`ssh-gateway local-cluster ACTION`: starts, stops or reports the local cluster; its exit code."""
+    return {"start": _start, "stop": _stop, "status": _status}[action]()

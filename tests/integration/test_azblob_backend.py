@@ -92,7 +92,7 @@ def test_local_backend_starts_azurite_the_pinned_cli_logs_in_and_it_stops(
     monkeypatch.setattr(azurite_module, "BACKEND_STATE", tmp_path / "local-backend" / "state.json")
     port = free_port()
     monkeypatch.setattr(azurite_module, "BACKEND_PORT", port)
-    assert azurite_module.main(["start"]) == 0
+    assert azurite_module.run("start") == 0
     try:
         started = capsys.readouterr().out
         url = f"azblob://pulumi-state?localemu=true&domain=127.0.0.1:{port}&protocol=http"
@@ -104,11 +104,11 @@ def test_local_backend_starts_azurite_the_pinned_cli_logs_in_and_it_stops(
         login = pulumi("login", url, env=env)
         assert login.returncode == 0, login.stderr
         assert f"Logged in to {os.uname().nodename} as" in login.stdout and url in login.stdout
-        assert azurite_module.main(["status"]) == 0
+        assert azurite_module.run("status") == 0
         assert "running, ready" in capsys.readouterr().out
     finally:
-        assert azurite_module.main(["stop"]) == 0
-    assert azurite_module.main(["status"]) == 3
+        assert azurite_module.run("stop") == 0
+    assert azurite_module.run("status") == 3
 
 
 # --- up, preview, the drift check -------------------------------------------------------------------------------

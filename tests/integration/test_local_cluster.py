@@ -26,7 +26,7 @@ def test_local_cluster_start_installs_istio_crds(
     monkeypatch.setattr(local_cluster, "CLUSTER_STATE", tmp_path / "local-cluster" / "state.json")
     ports = {"api_port": free_port(), "etcd_port": free_port(), "etcd_peer_port": free_port()}
     monkeypatch.setattr(local_cluster, "CLUSTER_PORTS", ports)
-    assert local_cluster.main(["start"]) == 0
+    assert local_cluster.run("start") == 0
     try:
         assert "Istio's CRDs:" in capsys.readouterr().out
         plane = ControlPlane.from_json((tmp_path / "local-cluster" / "state.json").read_text())
@@ -36,4 +36,4 @@ def test_local_cluster_start_installs_istio_crds(
                 response.raise_for_status()
                 assert kind in {r["kind"] for r in response.json()["resources"]}, group_version
     finally:
-        assert local_cluster.main(["stop"]) == 0
+        assert local_cluster.run("stop") == 0

@@ -1,4 +1,4 @@
-"""`ssh-gateway local-backend`: ssh_gateway/local/azurite.py, by its argv."""
+"""`ssh-gateway local-backend`: ssh_gateway/local/azurite.py (`run`)."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ __all__ = ["COMMAND"]
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ssh_gateway.local.azurite import main as local_backend
+    from ssh_gateway.local.azurite import run
 
-    return local_backend([args.command])
+    return run(args.command)
 
 
 COMMAND: Final = Command(

@@ -1,4 +1,4 @@
-"""`ssh-gateway local-cluster`: ssh_gateway/local/local_cluster.py, by its argv."""
+"""`ssh-gateway local-cluster`: ssh_gateway/local/local_cluster.py (`run`)."""
 
 from __future__ import annotations
 
@@ -17,9 +17,9 @@ def start_stop_status(parser: argparse.ArgumentParser) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ssh_gateway.local.local_cluster import main as local_cluster
+    from ssh_gateway.local.local_cluster import run
 
-    return local_cluster([args.command])
+    return run(args.command)
 
 
 COMMAND: Final = Command(

@@ -16,10 +16,24 @@ from pulumi import automation as auto
 from ssh_gateway.plumbing.toolchain import REPO, pulumi_env, pulumi_root
 
 
+def _project(work_dir: Path) -> dict[str, Any]:
+    return dict(yaml.safe_load((work_dir / "Pulumi.yaml").read_text()))
+
+
+def project_name(work_dir: Path = REPO) -> str:
+    """The project's name (Pulumi.yaml), which its resources' names and URNs carry."""
+    return str(_project(work_dir)["name"])
+
+
 def stack_file(stack: str, work_dir: Path = REPO) -> Path:
     """Where a stack's config lives: the project's `stackConfigDir` (stacks/ here), else beside Pulumi.yaml."""
-    project = yaml.safe_load((work_dir / "Pulumi.yaml").read_text())
-    return work_dir / str(project.get("stackConfigDir", ".")) / f"Pulumi.{stack}.yaml"
+    return work_dir / str(_project(work_dir).get("stackConfigDir", ".")) / f"Pulumi.{stack}.yaml"
+
+
+def stack_config(stack: str, work_dir: Path = REPO) -> dict[str, str]:
+    """A stack's config, secrets decrypted, from the offline toolchain's backend."""
+    selected = auto.select_stack(stack, work_dir=str(work_dir), opts=workspace_options(work_dir))
+    return {key: value.value for key, value in selected.get_all_config().items()}
 
 
 def workspace_options(work_dir: Path = REPO, env: Mapping[str, str] | None = None) -> auto.LocalWorkspaceOptions:

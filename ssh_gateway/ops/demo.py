@@ -27,19 +27,17 @@ Envoy's configs) lives in .pulumi-state/demo/.
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 import subprocess
-import sys
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import yaml
 from pulumi import automation as auto
@@ -70,7 +68,7 @@ from .doctor import diagnose, endpoints_from_outputs
 from .exit_codes import ExitCode
 from .host_identity_files import HostIdentityFilesError, read_stack
 
-__all__ = ["main"]
+__all__ = ["run_demo"]
 
 _HEARTBEAT = 15.0
 _SSH_TIMEOUT = 30.0
@@ -531,25 +529,19 @@ def _rel(path: Path) -> str:
         return str(path)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="scripts/demo", description=__doc__.split("\n\n")[0] if __doc__ else None)
-    parser.add_argument("action", nargs="?", choices=("up", "down"), default="up")
-    parser.add_argument("--keep", action="store_true", help="leave the emulator and sshd running")
-    parser.add_argument("--stack", default="local", help="the stack to run (default: %(default)s)")
-    parser.add_argument("--state-dir", type=Path, help="keys, logs and pid files (default: .pulumi-state/demo)")
-    args = parser.parse_args(argv)
+def run_demo(
+    action: Literal["up", "down"], *, stack: str = "local", state_dir: Path | None = None, keep: bool = False
+) -> int:
+    """`up` (`keep`: leave what it started running) or `down` the demo on `stack`, its keys, logs and pid files in
+    `state_dir` (default: .pulumi-state/demo); its exit code."""
     if shutil.which("ssh") is None:
         say("!!! the ssh client is missing: run scripts/system-packages")
         return ExitCode.FAILED
-    state = (args.state_dir or default_state_dir(args.stack)).resolve()
+    state = (state_dir or default_state_dir(stack)).resolve()
     try:
-        if args.action == "down":
-            return down(args.stack, state)
-        return up(args.stack, state, keep=args.keep)
+        if action == "down":
+            return down(stack, state)
+        return up(stack, state, keep=keep)
     except (SettingsError, SshdError, EmulatorError, traefik.TraefikError, auto.CommandError) as exc:
         say(f"!!! {exc}")
         return ExitCode.FAILED
-
-
-if __name__ == "__main__":
-    sys.exit(main())

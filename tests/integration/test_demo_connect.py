@@ -27,7 +27,7 @@ from pangolin_emulator.keys import generate_api_key
 from ssh_gateway.local.envoy import detached_envoy_pid, envoy_binary
 from ssh_gateway.local.sshd import login_user, wait_for_port
 from ssh_gateway.ops.automation import open_stack, remove_stack
-from ssh_gateway.ops.doctor.__main__ import main as doctor_main
+from ssh_gateway.ops.cli import main as ssh_gateway
 from ssh_gateway.ops.doctor.connect import connect_request
 from ssh_gateway.plumbing.loopback import free_port
 from ssh_gateway.plumbing.toolchain import REPO
@@ -47,7 +47,7 @@ class Demo:
     connect_port: int
 
     def run(self, *args: str) -> subprocess.CompletedProcess[str]:
-        argv = [sys.executable, "-m", "ssh_gateway.ops.demo", *args, "--stack", self.stack.name]
+        argv = [sys.executable, "-m", "ssh_gateway.ops", "demo", *args, "--stack", self.stack.name]
         argv += ["--state-dir", str(self.state)]
         return subprocess.run(argv, cwd=REPO, capture_output=True, text=True, timeout=300, check=False)
 
@@ -133,7 +133,7 @@ def test_both_families_answer_in_one_run(demo: Demo, capsys: pytest.CaptureFixtu
     assert connect_status(demo.connect_port, authority) == 200
     assert connect_status(demo.connect_port, "ssh-nobody.default.svc.cluster.local") == 404
     capsys.readouterr()
-    assert doctor_main(["--stack", demo.stack.name, "--timeout", "8", "--json"]) == 0
+    assert ssh_gateway(["doctor", "--stack", demo.stack.name, "--timeout", "8", "--json"]) == 0
     found = {i["instance"]: i for i in json.loads(capsys.readouterr().out)["instances"]}
     gamma = {c["layer"]: (c["status"], c["detail"]) for c in found["gamma"]["checks"]}
     assert gamma["connect"][0] == "ok" and gamma["pangolin"][0] == "ok"

@@ -18,6 +18,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -29,8 +30,8 @@ from ssh_gateway.core.host_identity import openssh_public_key
 from ssh_gateway.local.sshd import LocalSshd, ensure_client_keypair
 from ssh_gateway.local.sshd_identity import IdentitySshd, mount_secret
 from ssh_gateway.ops.automation import open_stack, remove_stack
+from ssh_gateway.ops.cli import main as ssh_gateway
 from ssh_gateway.ops.doctor import diagnose, endpoints_from_outputs
-from ssh_gateway.ops.doctor.__main__ import main as doctor_main
 from ssh_gateway.ops.host_identity_files import stack_identity_files
 from ssh_gateway.plumbing.loopback import free_port
 from ssh_gateway.plumbing.toolchain import REPO
@@ -141,8 +142,10 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
 
 
 def doctor(world: World, capsys: pytest.CaptureFixture[str], instance: str) -> tuple[int, dict[str, Any]]:
-    """`python -m ssh_gateway.ops.doctor --stack S --json --instance I` in-process: exit status and its one finding."""
-    status = doctor_main(["--stack", world.stack.name, "--json", "--timeout", str(TIMEOUT), "--instance", instance])
+    """`ssh-gateway doctor --stack S --json --instance I` in-process: exit status and its one finding."""
+    status = ssh_gateway(
+        ["doctor", "--stack", world.stack.name, "--json", "--timeout", str(TIMEOUT), "--instance", instance]
+    )
     report = json.loads(capsys.readouterr().out)
     [finding] = report["instances"]
     return status, finding
@@ -264,7 +267,7 @@ def test_instances_are_checked_concurrently_within_one_timeout(world: World) -> 
 
 def test_the_command_prints_a_table_and_exits_1(world: World) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "ssh_gateway.ops.doctor", "--stack", world.stack.name, "--timeout", str(TIMEOUT)],
+        [sys.executable, "-m", "ssh_gateway.ops", "doctor", "--stack", world.stack.name, "--timeout", str(TIMEOUT)],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -290,5 +293,21 @@ def test_the_command_prints_a_table_and_exits_1(world: World) -> None:
 
 
 def test_unknown_stack_exits_2(capsys: pytest.CaptureFixture[str]) -> None:
-    assert doctor_main(["--stack", f"it-missing-{uuid.uuid4().hex[:8]}"]) == 2
+    assert ssh_gateway(["doctor", "--stack", f"it-missing-{uuid.uuid4().hex[:8]}"]) == 2
+    assert "cannot open stack" in capsys.readouterr().err
+
+
+def test_outputs_saved_to_a_file_give_the_same_findings(
+    world: World, capsys: pytest.CaptureFixture[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`--outputs`, as ssh-config and gateway-config take it: a stack on another backend; the key from the env."""
+    saved = tmp_path / "outputs.json"
+    saved.write_text(json.dumps(world.outputs))
+    monkeypatch.setenv("PANGOLIN_API_KEY", world.emulator.api_key)
+    for instance, layer in (("healthy", None), ("disabled", "pangolin"), ("wrong-key", "hostkey")):
+        argv = ["--stack", world.stack.name, "--outputs", str(saved), "--json", "--timeout", str(TIMEOUT)]
+        status = ssh_gateway(["doctor", *argv, "--instance", instance])
+        [finding] = json.loads(capsys.readouterr().out)["instances"]
+        assert (status, finding["brokenLayer"]) == (0 if layer is None else 1, layer), finding
+    assert ssh_gateway(["doctor", "--stack", world.stack.name, "--outputs", str(tmp_path / "none.json")]) == 2
     assert "cannot open stack" in capsys.readouterr().err

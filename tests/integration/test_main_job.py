@@ -3,7 +3,7 @@ routing by what the emulator's HTTP provider serves, one real sshd per instance 
 certificate the stack issued to it, and the real `ssh` client in BatchMode with StrictHostKeyChecking yes and only
 the stack's CA line, through the ports the program allocated.
 
-It runs the demo's own code (`python -m ssh_gateway.ops.demo`) on a stack of its own with free ports, so it never
+It runs the demo's own code (`python -m ssh_gateway.ops demo`) on a stack of its own with free ports, so it never
 clashes with a demo running on this machine: --keep, then a second run (idempotent, reusing what the first
 left), then `down` after the emulator was killed (so down must start it to destroy).
 """
@@ -28,7 +28,7 @@ from ssh_gateway.core import host_identity as hi
 from ssh_gateway.core.host_identity import openssh_public_key
 from ssh_gateway.local.sshd import LocalSshd, login_user, wait_for_port
 from ssh_gateway.ops.automation import open_stack, remove_stack
-from ssh_gateway.ops.doctor.__main__ import main as doctor_main
+from ssh_gateway.ops.cli import main as ssh_gateway
 from ssh_gateway.plumbing.loopback import free_port
 from ssh_gateway.plumbing.toolchain import REPO
 
@@ -51,7 +51,8 @@ class Demo:
         argv = [
             sys.executable,
             "-m",
-            "ssh_gateway.ops.demo",
+            "ssh_gateway.ops",
+            "demo",
             *args,
             "--stack",
             self.stack.name,
@@ -142,7 +143,7 @@ def test_main_job_keep_rerun_and_down(demo: Demo) -> None:
             check=False,
         )
         assert (remote.returncode, remote.stdout) == (0, f"42 {me}\n"), remote.stderr
-    assert doctor_main(["--stack", demo.stack.name, "--timeout", "3"]) == 0
+    assert ssh_gateway(["doctor", "--stack", demo.stack.name, "--timeout", "3"]) == 0
 
     # Run again: nothing to change, the kept processes reused (and, not started by this run, left running).
     second = demo.run()

@@ -24,7 +24,7 @@ from pangolin_emulator.harness import EmulatorHandle, running_emulator
 from ssh_gateway.local.sshd import ClientKey, LocalSshd, ensure_client_keypair, login_user
 from ssh_gateway.local.traefik import TraefikProcess
 from ssh_gateway.ops.automation import open_stack, remove_stack
-from ssh_gateway.ops.doctor.__main__ import main as doctor_main
+from ssh_gateway.ops.cli import main as ssh_gateway
 from ssh_gateway.ops.doctor.traefik import check_entry_points
 from ssh_gateway.plumbing.loopback import free_port
 
@@ -167,7 +167,9 @@ def test_the_doctor_names_an_entry_point_the_stack_needs_and_traefik_lacks(
     extra = f"tcp-{gateway.ports.stop - 1}"
     assert extra in gateway.outputs["gateway"]["traefikEntryPoints"]
     capsys.readouterr()
-    code = doctor_main(["--stack", gateway.stack.name, "--timeout", "8", "--traefik-api", gateway.traefik.api_url])
+    code = ssh_gateway(
+        ["doctor", "--stack", gateway.stack.name, "--timeout", "8", "--traefik-api", gateway.traefik.api_url]
+    )
     said = capsys.readouterr().out
     assert code == 1, said
     assert f"traefik: BROKEN: Traefik at {gateway.traefik.api_url} lacks entry point(s) {extra} that stack" in said

@@ -1,4 +1,4 @@
-"""`ssh-gateway demo`: the main job on this machine, ssh_gateway/ops/demo.py, by its argv."""
+"""`ssh-gateway demo`: the main job on this machine, ssh_gateway/ops/demo.py (`run_demo`)."""
 
 from __future__ import annotations
 
@@ -15,10 +15,9 @@ __all__ = ["COMMAND"]
 
 def _run(args: argparse.Namespace) -> int:
     require_pulumi()
-    from ssh_gateway.ops import demo
+    from ssh_gateway.ops.demo import run_demo
 
-    argv = [args.action, *(["--keep"] if args.keep else []), "--stack", args.stack]
-    return demo.main(argv + (["--state-dir", str(args.state_dir)] if args.state_dir else []))
+    return run_demo(args.action, stack=str(args.stack), state_dir=args.state_dir, keep=bool(args.keep))
 
 
 def _arguments(parser: argparse.ArgumentParser) -> None:

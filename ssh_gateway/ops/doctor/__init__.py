@@ -1,6 +1,6 @@
 """The doctor: reads a stack's outputs and names, per instance, the first broken layer of the ssh path.
 
-    python -m ssh_gateway.ops.doctor --stack local [--json] [--timeout 3] [--instance NAME ...]
+    ssh-gateway doctor --stack local [--json] [--timeout 3] [--instance NAME ...] [--outputs FILE]
 
 Layers, in order: the public name resolves (dns); the gateway port accepts TCP (tcp); for a connect-mode
 instance, the gateway answers its `CONNECT <authority>:22` with 200 (connect: 404 no route, 503 no Service or

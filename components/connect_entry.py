@@ -110,7 +110,7 @@ class ConnectEntry(pulumi.ComponentResource):
     ) -> None:
         # Like an instance's rule: opened only once Pangolin binds the port. A stack whose rule had the old shared
         # name `ssh-gateway.connect` gets it replaced, create before delete: the new one's priority is another
-        # (`nsg_fit.stack_priorities`), so the port stays open throughout.
+        # (`nsg_fit.plan_firewall`), so the port stays open throughout.
         nsg_rule(
             child_name(name, Role.NSG_RULE),
             fw,

@@ -10,8 +10,9 @@ import pulumi_azure_native as azure_native
 
 from ssh_gateway.core.firewall import Sources, source_fields
 from ssh_gateway.core.names import stack_marked
+from ssh_gateway.core.nsg_fit import FirewallPlan
 
-__all__ = ["FirewallRuleArgs", "nsg_rule"]
+__all__ = ["FirewallRuleArgs", "connect_rule_args", "instance_rule_args", "nsg_rule"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -25,7 +26,28 @@ class FirewallRuleArgs:
     sources: Sources
     """Who may connect: CIDRs, or one service tag."""
     priority: pulumi.Input[int]
-    """Rule priority, derived from the port so it is unique and stable."""
+    """Rule priority, as the stack's firewall plan decides it."""
+
+
+def instance_rule_args(plan: FirewallPlan | None, instance: str, port: pulumi.Output[int]) -> FirewallRuleArgs | None:
+    """A port-mode instance's own rule (`perInstance`), its priority following its port; None when the plan opens
+    its port otherwise (a merged rule) or not at all (firewall off)."""
+    rules = plan.per_instance if plan is not None else None
+    if plan is None or rules is None:
+        return None
+    priority = port.apply(rules.priority)
+    return FirewallRuleArgs(
+        resource_group=plan.resource_group, nsg_name=plan.nsg_name, sources=rules.sources[instance], priority=priority
+    )
+
+
+def connect_rule_args(plan: FirewallPlan | None) -> FirewallRuleArgs | None:
+    """The CONNECT port's rule; None when the stack has none."""
+    if plan is None or plan.connect_priority is None:
+        return None
+    return FirewallRuleArgs(
+        resource_group=plan.resource_group, nsg_name=plan.nsg_name, sources=plan.sources, priority=plan.connect_priority
+    )
 
 
 def nsg_rule(

@@ -8,9 +8,11 @@ from collections.abc import Sequence
 import pulumi
 import pulumi_azure_native as azure_native
 
-from ssh_gateway.core.firewall import PRIORITY_BASE_KEY, RULES_KEY, RuleDesign
-from ssh_gateway.core.nsg_fit import NsgRule, NsgView, nsg_problem, planned_rules
+from ssh_gateway.core.firewall import PRIORITY_BASE_KEY
+from ssh_gateway.core.names import StackName
+from ssh_gateway.core.nsg_fit import NsgRule, NsgView
 from ssh_gateway.core.settings import FirewallOn, Instance, Settings
+from ssh_gateway.core.stack_plan import firewall_plan
 
 __all__ = ["check_nsg_fits"]
 
@@ -60,13 +62,10 @@ def check_nsg_fits(settings: Settings, *, project: str, stack: str, extra: Seque
         settings = settings.model_copy(update={"instances": (*settings.instances, *extra)})
     view = read_nsg(fw)
     try:
-        planned = planned_rules(settings, project=project, stack=stack, nsg=view)
+        plan = firewall_plan(settings, stack=StackName(project, stack), nsg=view)
     except ValueError as exc:
         raise pulumi.RunError(f"{PRIORITY_BASE_KEY}: {exc}") from None
-    hint = ""
-    if fw.rules == RuleDesign.PER_INSTANCE:
-        hint = f"; {RULES_KEY}: {RuleDesign.MERGED} opens them with one rule per set of sources"
-    problem = nsg_problem(view, planned, project=project, stack=stack, hint=hint)
+    problem = plan.problem() if plan is not None else None
     if problem is not None:
         raise pulumi.RunError(problem)
     return view

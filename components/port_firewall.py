@@ -1,9 +1,9 @@
 """`PortFirewall`: the stack's merged NSG rules (`firewall.rules: merged`), one per set of sources.
 
 Each rule opens every port of the port-mode instances with its sources, contiguous ports merged into ranges
-(`ssh_gateway.core.firewall.plan_rules`, `rule_ports`). Which rules exist and their priorities follow from the
-config (and the priorities the NSG already holds, read at preview); their ports from the port table, which is
-known at preview, so a preview shows each rule's `destinationPortRanges`.
+(`ssh_gateway.core.firewall.rule_ports`). Which rules exist and their priorities are the stack's firewall plan
+(`ssh_gateway.core.nsg_fit`: the config and the priorities the NSG already holds, read at preview); their ports
+come from the port table, which is known at preview, so a preview shows each rule's `destinationPortRanges`.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from functools import partial
 import pulumi
 
 from providers.pangolin import PangolinTcpResource
-from ssh_gateway.core.firewall import RuleDesign, RulePlan, rule_ports
+from ssh_gateway.core.firewall import RulePlan, rule_ports
 from ssh_gateway.core.names import FIREWALL, FIREWALL_TYPE, merged_rule_name, merged_rule_resource
-from ssh_gateway.core.settings import FirewallOn, Settings
+from ssh_gateway.core.nsg_fit import FirewallPlan
 
 from .firewall_rule import FirewallRuleArgs, nsg_rule
 
@@ -33,7 +33,7 @@ class PortFirewallArgs:
     nsg_name: str
     """The network security group the gateway's NIC or subnet uses."""
     plans: Sequence[RulePlan]
-    """One per distinct set of sources: its key, sources, priority and instances."""
+    """One per distinct set of sources: its key, sources, priority and instances (`FirewallPlan.merged`)."""
     ports: pulumi.Input[Mapping[str, int]]
     """The port table, instance -> port (from `PortAllocation`)."""
     pangolin: Mapping[str, PangolinTcpResource]
@@ -73,24 +73,20 @@ class PortFirewall(pulumi.ComponentResource):
 
 
 def merged_firewall(
-    settings: Settings,
+    plan: FirewallPlan | None,
     ports: pulumi.Input[Mapping[str, int]],
     pangolin: Mapping[str, PangolinTcpResource],
     *,
     project: str,
     stack: str,
-    plans: Sequence[RulePlan],
 ) -> PortFirewall | None:
-    """The stack's `PortFirewall` with `firewall.rules: merged` and some port-mode instance; else None. `plans`:
-    its rules with their priorities (`nsg_fit.stack_priorities`)."""
-    fw = settings.firewall
-    port_range = settings.ports.range
-    if not isinstance(fw, FirewallOn) or fw.rules != RuleDesign.MERGED or port_range is None or not pangolin:
+    """The stack's `PortFirewall` when its firewall plan has merged rules; else None."""
+    if plan is None or not plan.merged:
         return None
     args = PortFirewallArgs(
-        resource_group=fw.resource_group,
-        nsg_name=fw.nsg_name,
-        plans=plans,
+        resource_group=plan.resource_group,
+        nsg_name=plan.nsg_name,
+        plans=plan.merged,
         ports=ports,
         pangolin=pangolin,
         project=project,

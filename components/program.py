@@ -27,12 +27,12 @@ from providers.sdk_patches import patch_the_sdk
 from ssh_gateway.core.connect import ConnectGateway, Entry, PangolinEntry, StandaloneEnvoy, envoy_bootstrap_yaml
 from ssh_gateway.core.credentials import find_api_key
 from ssh_gateway.core.discovery_records import Outcome
-from ssh_gateway.core.firewall import RuleDesign, Sources, nsg_priority
 from ssh_gateway.core.host_identity import cert_authority_lines, private_seed
 from ssh_gateway.core.issued_identity import issued_identity
 from ssh_gateway.core.names import (
     CONNECT_ENTRY,
     HOST_KEY_ROOT_NAME,
+    StackName,
     connect_resource_name,
     connect_rule_name,
     host_ca_name,
@@ -40,7 +40,7 @@ from ssh_gateway.core.names import (
     pangolin_resource_name,
     public_host,
 )
-from ssh_gateway.core.nsg_fit import NsgView, StackPriorities, stack_priorities
+from ssh_gateway.core.nsg_fit import FirewallPlan, NsgView
 from ssh_gateway.core.org import OrgView
 from ssh_gateway.core.outputs import (
     connect_endpoint,
@@ -52,12 +52,10 @@ from ssh_gateway.core.outputs import (
     port_endpoint,
     stack_outputs,
 )
-from ssh_gateway.core.ports import PortRange
 from ssh_gateway.core.settings import (
     Connect,
     ConnectModeInstance,
     EnvoyGatewaySettings,
-    FirewallOn,
     HostIdentityOn,
     Instance,
     PortModeInstance,
@@ -65,6 +63,7 @@ from ssh_gateway.core.settings import (
     SettingsError,
     read_config,
 )
+from ssh_gateway.core.stack_plan import firewall_plan
 from ssh_gateway.core.trust import (
     ca_comment,
     ca_patterns,
@@ -75,7 +74,7 @@ from ssh_gateway.core.trust import (
 from .cluster_instances import read_discovered, register_status, with_discovered
 from .connect_entry import ConnectEntry, ConnectEntryArgs
 from .connect_ssh_instance import ConnectSshInstance, ConnectSshInstanceArgs
-from .firewall_rule import FirewallRuleArgs
+from .firewall_rule import connect_rule_args, instance_rule_args
 from .host_identity import HostIdentityArgs, SecretPlace, Signing
 from .nsg_check import check_nsg_fits
 from .pangolin_tcp import PangolinTargetArgs
@@ -181,7 +180,7 @@ def build(
     read at preview (its merged and CONNECT rules keep the priorities they hold, new ones avoid the others')."""
     if discovered is not None:
         settings = with_discovered(settings, discovered)
-    priorities = stack_priorities(settings, project=project, stack=stack, nsg=nsg)
+    firewall = firewall_plan(settings, stack=StackName(project, stack), nsg=nsg)
     for warning in settings.warnings():
         pulumi.log.warn(warning)
     port_range = settings.ports.range
@@ -209,14 +208,14 @@ def build(
         by_port = {
             inst.name: SshInstance(
                 inst.name,
-                _instance_args(settings, inst, allocation, port_range, org, signing, project=project, stack=stack),
+                _instance_args(settings, inst, allocation, firewall, org, signing, project=project, stack=stack),
                 k8s_opts,
             )
             for inst in port_mode
         }
     if allocation is not None:
         pangolin = {name: i.pangolin for name, i in by_port.items()}
-        merged_firewall(settings, allocation.ports, pangolin, project=project, stack=stack, plans=priorities.merged)
+        merged_firewall(firewall, allocation.ports, pangolin, project=project, stack=stack)
     endpoints: dict[str, object] = {name: _port_endpoint(i) for name, i in by_port.items()}
     connect: dict[str, object] | None = None
     envoy_config: str | None = None
@@ -224,7 +223,7 @@ def build(
     entries: list[ConnectEntry] = []
     plan = _connect_plan(settings)
     if plan is not None:
-        entry_args = _entry_args(settings, plan, org, priorities, project=project, stack=stack)
+        entry_args = _entry_args(settings, plan, org, firewall, project=project, stack=stack)
         entry = ConnectEntry(CONNECT_ENTRY, entry_args, k8s_opts)
         entries.append(entry)
         by_connect = {
@@ -376,23 +375,14 @@ def _pangolin_args(settings: Settings, org: OrgView, name: str) -> PangolinTarge
     )
 
 
-def _firewall_args(fw: FirewallOn, sources: Sources, priority: pulumi.Input[int]) -> FirewallRuleArgs:
-    """An NSG rule in the stack's security group: an instance's port, or the CONNECT entry's."""
-    return FirewallRuleArgs(resource_group=fw.resource_group, nsg_name=fw.nsg_name, sources=sources, priority=priority)
-
-
 def _entry_args(
-    settings: Settings, plan: _ConnectPlan, org: OrgView, priorities: StackPriorities, *, project: str, stack: str
+    settings: Settings, plan: _ConnectPlan, org: OrgView, firewall: FirewallPlan | None, *, project: str, stack: str
 ) -> ConnectEntryArgs:
-    fw = settings.firewall
-    firewall = None
-    if isinstance(fw, FirewallOn) and priorities.connect is not None:
-        firewall = _firewall_args(fw, fw.source_cidrs, priorities.connect)
     return ConnectEntryArgs(
         gateway=plan.gateway,
         entry=plan.entry,
         pangolin=_pangolin_args(settings, org, connect_resource_name(project, stack)),
-        firewall=firewall,
+        firewall=connect_rule_args(firewall),
         firewall_rule_name=connect_rule_name(project, stack),
         skip_await=settings.kubernetes.skip_await,
     )
@@ -442,7 +432,7 @@ def _instance_args(
     settings: Settings,
     inst: PortModeInstance,
     allocation: PortAllocation,
-    port_range: PortRange,
+    firewall: FirewallPlan | None,
     org: OrgView,
     signing: Signing | None,
     *,
@@ -450,11 +440,6 @@ def _instance_args(
     stack: str,
 ) -> SshInstanceArgs:
     port = allocation.ports.apply(lambda ports: int(ports[inst.name]))
-    fw = settings.firewall
-    firewall = None
-    if isinstance(fw, FirewallOn) and fw.rules == RuleDesign.PER_INSTANCE:
-        priority = port.apply(lambda p: nsg_priority(p, port_range, fw.priority_base))
-        firewall = _firewall_args(fw, inst.source_cidrs or fw.source_cidrs, priority)
     name = pangolin_resource_name(project, stack, inst.name)
     return SshInstanceArgs(
         instance=inst.name,
@@ -463,7 +448,7 @@ def _instance_args(
         user=inst.user,
         pangolin=_pangolin_args(settings, org, name),
         target=settings.target_of(inst),
-        firewall=firewall,
+        firewall=instance_rule_args(firewall, inst.name, port),
         host_key=inst.host_key,
         host_identity=_host_identity_args(settings, inst, signing, project=project, stack=stack),
         host_key_alias=host_key_alias(settings.gateway.host_template, inst.name),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final
 
@@ -58,6 +59,7 @@ __all__ = [
     "STATUS_UNLISTED_KEY",
     "DiscoverFrom",
     "Role",
+    "StackName",
     "child_name",
     "connect_resource_name",
     "connect_rule_name",
@@ -177,6 +179,15 @@ STACK_MARK: Final = "ssh-gateway/stack"
 """The annotation on each Kubernetes object the program makes (its Services and Secrets), holding the owning
 stack's `stack_mark`. `recover` adopts an object that no state holds only when it carries this stack's mark:
 the name alone is no proof (another stack, or a person, may have made an object of that name)."""
+
+
+@dataclass(frozen=True)
+class StackName:
+    """A stack by its project and its name: the names of the stack's resources, rules and marks are built from
+    both (`pulumi.get_project()`, `pulumi.get_stack()` in the program)."""
+
+    project: str
+    stack: str
 
 
 def stack_mark(project: str, stack: str) -> str:

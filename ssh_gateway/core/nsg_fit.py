@@ -1,10 +1,13 @@
-"""Whether a stack's NSG rules fit the NSG as it is: Azure's limits, checked at preview against the NSG's read.
+"""The stack's firewall plan (`FirewallPlan`), and whether its NSG rules fit the NSG as it is.
 
-Azure's limits that no quota raises ("Networking limits - Azure Resource Manager"; "Network security groups",
-Security rules): at most 1,000 rules per NSG; priorities 100-4096, unique per direction; a rule name of at most
-80 characters; at most 4,000 IP addresses and ranges for sources across the NSG's rules. A write that breaks one
-is refused by Azure in the middle of `up`, after Pangolin resources were made; here it is refused before anything
-changes, in one line naming the NSG, what is used, what the stack adds and the limit.
+The plan is the one place `ssh-gateway:firewall.rules` is read: which rules open the instances' ports (one per
+set of sources, or one per instance), the priority of each, the CONNECT rule's. The settings check its room in
+Azure's priorities with it (`check_room`), the program registers what it says, and the check at preview holds it
+against Azure's limits that no quota raises ("Networking limits - Azure Resource Manager"; "Network security
+groups", Security rules): at most 1,000 rules per NSG; priorities 100-4096, unique per direction; a rule name of at
+most 80 characters; at most 4,000 IP addresses and ranges for sources across the NSG's rules. A write that breaks
+one is refused by Azure in the middle of `up`, after Pangolin resources were made; here it is refused before
+anything changes, in one line naming the NSG, what is used, what the stack adds and the limit.
 
 This stack's own rules are recognised by the mark at the end of their description (`names.stack_marked`). An own
 rule that the stack no longer plans stays until the end of the `up` (Pulumi deletes after it creates), so it counts
@@ -13,30 +16,36 @@ while the new rules are made: that is the peak the NSG must hold.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, Protocol
 
 from .firewall import (
     AZURE_PRIORITY_MAX,
     AZURE_PRIORITY_MIN,
+    RULES_KEY,
     RuleDesign,
     RulePlan,
+    Sources,
     address_count,
+    check_priorities,
     connect_priority,
+    nsg_priority,
     plan_rules,
 )
-from .names import connect_rule_name, merged_rule_key, merged_rule_name, nsg_rule_name, stack_mark
-from .settings import FirewallOn, PangolinPublic, Settings
+from .names import StackName, connect_rule_name, merged_rule_key, merged_rule_name, nsg_rule_name, stack_mark
+from .ports import PortRange
 
 __all__ = [
+    "FirewallPlan",
+    "FirewallSection",
+    "InstanceRules",
     "NsgRule",
     "NsgView",
     "PlannedRule",
-    "StackPriorities",
+    "check_room",
     "nsg_problem",
-    "planned_rules",
-    "stack_priorities",
+    "plan_firewall",
 ]
 
 AZURE_RULES_MAX: Final = 1000
@@ -101,38 +110,156 @@ class NsgView:
         return next((r.priority for r in self.rules if r.name == name and self.ours(r, project, stack)), None)
 
 
+class FirewallSection(Protocol):
+    """What the plan reads of `ssh-gateway:firewall` when it is on: `settings.FirewallOn`, whose cross-field
+    check (`check_room`) is this module's, so this module does not import the settings."""
+
+    @property
+    def resource_group(self) -> str: ...
+    @property
+    def nsg_name(self) -> str: ...
+    @property
+    def source_cidrs(self) -> Sources: ...
+    @property
+    def priority_base(self) -> int: ...
+    @property
+    def rules(self) -> RuleDesign: ...
+
+
 @dataclass(frozen=True)
-class StackPriorities:
-    """The priorities of the stack's rules that do not follow a port: its merged rules' and its CONNECT rule's."""
+class InstanceRules:
+    """`perInstance`: a rule per port-mode instance at priority `priorityBase` plus its port's offset in the range,
+    a bijection on the range: the stack's block is the range's size, and a rule's priority moves only with its port."""
 
-    merged: tuple[RulePlan, ...]
-    """The merged rules (none with `perInstance` or without port-mode instances)."""
-    connect: int | None
-    """The CONNECT rule's, or None when the stack has none (no CONNECT entry through Pangolin)."""
+    sources: Mapping[str, Sources]
+    """Each port-mode instance's sources: its own `sourceCidrs`, else the stack's."""
+    port_range: PortRange
+    """`ports.range`."""
+    base: int
+    """`priorityBase`."""
+
+    @property
+    def block(self) -> range:
+        """The priorities the instances' rules may take: one per port of the range."""
+        return range(self.base, self.base + self.port_range.size)
+
+    def priority(self, port: int) -> int:
+        """The priority of the rule that opens `port`."""
+        return nsg_priority(port, self.port_range, self.base)
 
 
-def stack_priorities(settings: Settings, *, project: str, stack: str, nsg: NsgView | None) -> StackPriorities:
-    """Where the stack's merged and CONNECT rules go in the NSG as read at preview (None: read nothing, an NSG
-    without rules): each keeps the priority it holds, a new one takes the first free from `priorityBase`. A
-    `ValueError` naming the rule and the fix when none is free."""
-    fw = settings.firewall
-    if not isinstance(fw, FirewallOn):
-        return StackPriorities((), None)
+@dataclass(frozen=True, kw_only=True)
+class FirewallPlan:
+    """The stack's inbound NSG rules, decided once a run from the config and the NSG as read at preview.
+
+    `ssh-gateway:firewall.rules` is read here and nowhere else: the components register what the plan says,
+    and the check at preview (`problem`) holds it against the NSG.
+    """
+
+    stack: StackName
+    """The stack whose rules these are."""
+    resource_group: str
+    """Resource group of the network security group."""
+    nsg: NsgView
+    """The NSG as read at preview (its name and no rules when nothing was read)."""
+    sources: Sources
+    """The stack's `sourceCidrs`: the CONNECT rule's, and an instance's without its own."""
+    merged: tuple[RulePlan, ...] = ()
+    """`merged`: one rule per set of sources, with its priority (none with `perInstance`, or without port-mode
+    instances)."""
+    per_instance: InstanceRules | None = None
+    """`perInstance`: a rule per port-mode instance (None with `merged`, or without `ports.range`)."""
+    connect_priority: int | None = None
+    """The CONNECT rule's; None when the stack has none (no CONNECT entry through Pangolin)."""
+    fit_hint: str = ""
+    """What a refusal at preview adds: with `perInstance`, that merged rules need fewer."""
+
+    @property
+    def nsg_name(self) -> str:
+        return self.nsg.name
+
+    def planned(self) -> list[PlannedRule]:
+        """The inbound rules the stack holds after its `up`."""
+        project, stack = self.stack.project, self.stack.stack
+        out = [
+            PlannedRule(merged_rule_name(project, stack, p.key), (p.priority, p.priority), address_count(p.sources))
+            for p in self.merged
+        ]
+        rules = self.per_instance
+        if rules is not None:
+            whole = (rules.block.start, rules.block.stop - 1)
+            out += [PlannedRule(nsg_rule_name(i), whole, address_count(s)) for i, s in rules.sources.items()]
+        if self.connect_priority is not None:
+            connect = (self.connect_priority, self.connect_priority)
+            out.append(PlannedRule(connect_rule_name(project, stack), connect, address_count(self.sources)))
+        return out
+
+    def problem(self) -> str | None:
+        """Why the stack's rules would not fit the NSG as read, in one line; None when they fit."""
+        project, stack = self.stack.project, self.stack.stack
+        return nsg_problem(self.nsg, self.planned(), project=project, stack=stack, hint=self.fit_hint)
+
+
+def plan_firewall(
+    fw: FirewallSection,
+    *,
+    port_range: PortRange | None,
+    port_sources: Mapping[str, Sources],
+    connect_rule: bool,
+    stack: StackName,
+    nsg: NsgView | None = None,
+) -> FirewallPlan:
+    """The stack's rules in the NSG as read at preview (None: read nothing, an NSG without rules). A merged or
+    CONNECT rule keeps the priority it holds, a new one takes the first free from `priorityBase`; an instance's
+    own rule follows its port. `port_sources`: each port-mode instance's sources; `connect_rule`: whether the
+    stack has a CONNECT entry through Pangolin (the one entry with a public port of the stack's). A `ValueError`
+    naming the rule and the fix when no priority is free."""
     nsg = nsg or NsgView(fw.nsg_name)
-    port_range = settings.ports.range
-    busy, held, connect_held = nsg.busy(project, stack), nsg.held(project, stack), nsg.connect_held(project, stack)
+    project, name = stack.project, stack.stack
+    busy, held, connect_held = nsg.busy(project, name), nsg.held(project, name), nsg.connect_held(project, name)
     # The CONNECT rule's priority is the stack's while it holds it (it may move or go only at the end of the `up`).
     own = busy | ({connect_held} if connect_held is not None else set())
-    merged: tuple[RulePlan, ...] = ()
-    if port_range is not None and fw.rules == RuleDesign.MERGED:
-        merged = tuple(plan_rules(settings.port_sources(), fw.source_cidrs, fw.priority_base, held, own))
-    if settings.connect is None or not isinstance(settings.connect.public, PangolinPublic):  # a rule only there
-        return StackPriorities(merged, None)
-    block = range(0)
-    if port_range is not None and fw.rules == RuleDesign.PER_INSTANCE:
-        block = range(fw.priority_base, fw.priority_base + port_range.size)
-    taken = busy | set(held.values()) | {p.priority for p in merged}
-    return StackPriorities(merged, connect_priority(fw.priority_base, held=connect_held, taken=taken, block=block))
+    merged, per_instance = _port_rules(fw, port_range, port_sources, held, own)
+    connect = None
+    if connect_rule:
+        block = per_instance.block if per_instance is not None else range(0)
+        taken = busy | set(held.values()) | {p.priority for p in merged}
+        connect = connect_priority(fw.priority_base, held=connect_held, taken=taken, block=block)
+    hint = ""
+    if fw.rules == RuleDesign.PER_INSTANCE:
+        hint = f"; {RULES_KEY}: {RuleDesign.MERGED} opens them with one rule per set of sources"
+    return FirewallPlan(
+        stack=stack,
+        resource_group=fw.resource_group,
+        nsg=nsg,
+        sources=fw.source_cidrs,
+        merged=merged,
+        per_instance=per_instance,
+        connect_priority=connect,
+        fit_hint=hint,
+    )
+
+
+def check_room(fw: FirewallSection, port_range: PortRange, port_sources: Mapping[str, Sources]) -> None:
+    """A `ValueError` with the fix when the rules that open the instances' ports find no room in Azure's priorities
+    from `priorityBase` up, before any NSG is read (the settings' check; the NSG's own rules: `plan_firewall`)."""
+    _port_rules(fw, port_range, port_sources, {}, set())
+
+
+def _port_rules(
+    fw: FirewallSection,
+    port_range: PortRange | None,
+    port_sources: Mapping[str, Sources],
+    held: Mapping[str, int],
+    busy: set[int],
+) -> tuple[tuple[RulePlan, ...], InstanceRules | None]:
+    """The rules that open the port-mode instances' ports, as `firewall.rules` designs them (none without a range)."""
+    if port_range is None:
+        return (), None
+    if fw.rules == RuleDesign.PER_INSTANCE:
+        check_priorities(port_range, fw.priority_base)
+        return (), InstanceRules(dict(port_sources), port_range, fw.priority_base)
+    return tuple(plan_rules(port_sources, fw.source_cidrs, fw.priority_base, held, busy)), None
 
 
 @dataclass(frozen=True)
@@ -144,26 +271,6 @@ class PlannedRule:
     """The priorities it may take, inclusive: one for a rule whose priority is fixed by the config, the stack's
     whole block for an instance's rule (its priority follows its port, which the allocation decides later)."""
     addresses: int
-
-
-def planned_rules(settings: Settings, *, project: str, stack: str, nsg: NsgView) -> list[PlannedRule]:
-    """The inbound rules the stack holds after its `up`, as the config decides them (none with the firewall off)."""
-    fw = settings.firewall
-    if not isinstance(fw, FirewallOn):
-        return []
-    port_range = settings.ports.range
-    priorities = stack_priorities(settings, project=project, stack=stack, nsg=nsg)
-    out = [
-        PlannedRule(merged_rule_name(project, stack, p.key), (p.priority, p.priority), address_count(p.sources))
-        for p in priorities.merged
-    ]
-    if port_range is not None and fw.rules == RuleDesign.PER_INSTANCE:
-        block = (fw.priority_base, fw.priority_base + port_range.size - 1)
-        out += [PlannedRule(nsg_rule_name(i), block, address_count(s)) for i, s in settings.port_sources().items()]
-    if priorities.connect is not None:
-        connect = (priorities.connect, priorities.connect)
-        out.append(PlannedRule(connect_rule_name(project, stack), connect, address_count(fw.source_cidrs)))
-    return out
 
 
 def _n(count: int) -> str:

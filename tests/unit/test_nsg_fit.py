@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from ssh_gateway.core.names import merged_rule_name, nsg_rule_name, stack_marked
-from ssh_gateway.core.nsg_fit import NsgRule, NsgView, PlannedRule, nsg_problem, planned_rules
+from ssh_gateway.core.names import StackName, merged_rule_name, nsg_rule_name, stack_marked
+from ssh_gateway.core.nsg_fit import FirewallPlan, NsgRule, NsgView, PlannedRule, nsg_problem
+from ssh_gateway.core.settings import Settings
+from ssh_gateway.core.stack_plan import firewall_plan
 
 from .test_program_connect import FIREWALL, connect_settings
 
@@ -61,6 +63,12 @@ def test_another_stacks_rules_are_not_this_stacks() -> None:
     assert view.busy("ssh-gateway", "prod-a") == {1033}
 
 
+def _plan(settings: Settings, stack: str, view: NsgView) -> FirewallPlan:
+    plan = firewall_plan(settings, stack=StackName("ssh-gateway", stack), nsg=view)
+    assert plan is not None
+    return plan
+
+
 def test_forty_shards_with_the_default_priority_base_share_an_nsg_without_a_collision() -> None:
     # Each shard (a merged rule for its port-mode instance, a CONNECT rule) planned against the NSG as the shards
     # before it left it, as their `up`s one after the other would: no shard is configured apart from its name.
@@ -69,8 +77,9 @@ def test_forty_shards_with_the_default_priority_base_share_an_nsg_without_a_coll
     for k in range(40):
         stack = f"shard-{k:02d}"
         view = NsgView("nsg", tuple(rules))
-        planned = planned_rules(shard, project="ssh-gateway", stack=stack, nsg=view)
-        assert nsg_problem(view, planned, project="ssh-gateway", stack=stack) is None
+        plan = _plan(shard, stack, view)
+        assert plan.problem() is None
+        planned = plan.planned()
         mark = stack_marked("x", "ssh-gateway", stack)
         rules += [NsgRule(r.name, r.priorities[0], "Inbound", mark, r.addresses) for r in planned]
     priorities = [r.priority for r in rules]
@@ -78,5 +87,5 @@ def test_forty_shards_with_the_default_priority_base_share_an_nsg_without_a_coll
     # And again, each shard's next preview: every rule keeps its priority.
     view = NsgView("nsg", tuple(rules))
     for k in range(40):
-        again = planned_rules(shard, project="ssh-gateway", stack=f"shard-{k:02d}", nsg=view)
+        again = _plan(shard, f"shard-{k:02d}", view).planned()
         assert {(r.name, r.priorities[0]) for r in again} <= {(r.name, r.priority) for r in rules}

@@ -22,12 +22,8 @@ from ssh_gateway.core.connect import (
     EnvoyRoute,
     StandaloneEnvoy,
 )
-from ssh_gateway.core.firewall import (
-    RuleDesign,
-    Sources,
-    check_priorities,
-    plan_rules,
-)
+from ssh_gateway.core.firewall import Sources
+from ssh_gateway.core.nsg_fit import check_room
 from ssh_gateway.core.outputs import Routing
 from ssh_gateway.core.ports import EPHEMERAL, PortRange
 from ssh_gateway.core.targets import ServiceSpec, StaticTarget, Target
@@ -136,14 +132,9 @@ class Settings(StrictModel):
                 "Gerbil/Traefik would not publish every allocatable port; narrow ports.range or publish more",
             )
         fw = self.firewall
-        if isinstance(fw, FirewallOn) and fw.rules == RuleDesign.PER_INSTANCE:
-            try:
-                check_priorities(port_range, fw.priority_base)
-            except ValueError as exc:
-                raise problem("firewall.priorityBase", str(exc)) from None
-        elif isinstance(fw, FirewallOn):
-            try:  # room for the sets from priorityBase up; the NSG's other rules are checked at preview (nsg_fit)
-                plan_rules(self.port_sources(), fw.source_cidrs, fw.priority_base)
+        if isinstance(fw, FirewallOn):
+            try:  # room from priorityBase up; the NSG's other rules are checked at preview (nsg_fit)
+                check_room(fw, port_range, self.port_sources())
             except ValueError as exc:
                 raise problem("firewall.priorityBase", str(exc)) from None
         return self

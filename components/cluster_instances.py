@@ -1,6 +1,6 @@
 """Instances discovered from the cluster, in the program (`ssh-gateway:discovery`, docs/cluster-instances.md):
-the cluster read before anything is registered, the instances merged into the settings the rest of `build`
-sees, and the stack's status ConfigMap, written once the instances' resources exist.
+the cluster read before anything is registered (the plan, `core/stack_plan.py`, merges the instances into the
+settings), and the stack's status ConfigMap, written once the instances' resources exist.
 
 Reading is read-only, so previews do it too: `pulumi preview` shows a discovered instance's changes as it shows
 the file's. Any failure to read (the listing, this stack's status, the other stacks') is one `RunError` before
@@ -35,7 +35,7 @@ from ssh_gateway.core.settings import Settings
 
 from .kubernetes_objects import ownership_annotations
 
-__all__ = ["read_discovered", "register_status", "with_discovered"]
+__all__ = ["read_discovered", "register_status"]
 
 _LABEL_VALUE: Final = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?")
 _SUBDOMAIN: Final = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
@@ -91,15 +91,6 @@ def _check_names(project: str, stack: str) -> None:
             f"ssh-gateway:discovery: project and stack make the label value {label!r}, which Kubernetes refuses "
             "(at most 63 letters, digits, '-', '_' and '.'): use a shorter stack name"
         )
-
-
-def with_discovered(settings: Settings, outcome: Outcome) -> Settings:
-    """The settings with the discovered instances after the configured ones (each already validated by the
-    instance models and the stack's rules); one warning per refusal and for the guard."""
-    for line in outcome.warnings():
-        pulumi.log.warn(line)
-    found = tuple(f.instance for f in outcome.instances)
-    return settings.model_copy(update={"instances": (*settings.instances, *found)})
 
 
 def register_status(

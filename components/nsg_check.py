@@ -1,20 +1,22 @@
-"""The NSG read at preview, and the refusal of a stack whose rules would not fit it (`core/nsg_fit.py`)."""
+"""The NSG read at preview, the stack planned against it, and the refusal of a stack whose rules would not fit
+it (`core/nsg_fit.py`)."""
 
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Sequence
 
 import pulumi
 import pulumi_azure_native as azure_native
 
+from ssh_gateway.core.discovery_records import Outcome
 from ssh_gateway.core.firewall import PRIORITY_BASE_KEY
 from ssh_gateway.core.names import StackName
 from ssh_gateway.core.nsg_fit import NsgRule, NsgView
-from ssh_gateway.core.settings import FirewallOn, Instance, Settings
-from ssh_gateway.core.stack_plan import firewall_plan
+from ssh_gateway.core.org import OrgView
+from ssh_gateway.core.settings import FirewallOn, Settings
+from ssh_gateway.core.stack_plan import StackPlan, plan_stack
 
-__all__ = ["check_nsg_fits"]
+__all__ = ["checked_plan"]
 
 
 def _is_address(prefix: str) -> bool:
@@ -51,21 +53,17 @@ def read_nsg(fw: FirewallOn) -> NsgView:
     return NsgView(fw.nsg_name, rules)
 
 
-def check_nsg_fits(settings: Settings, *, project: str, stack: str, extra: Sequence[Instance] = ()) -> NsgView | None:
-    """The NSG as read, once the stack's rules (for its configured instances and the `extra` ones discovered in
-    the cluster) are known to fit it; a `RunError` in one line naming the NSG, what is used, what the stack adds
-    and Azure's limit otherwise. None with the firewall off."""
+def checked_plan(settings: Settings, *, org: OrgView, name: StackName, discovered: Outcome | None = None) -> StackPlan:
+    """The run's plan against the stack's NSG as read (with the firewall on), once its rules (the configured
+    instances' and the `discovered`) are known to fit it; a `RunError` in one line naming the NSG, what is used,
+    what the stack adds and Azure's limit otherwise."""
     fw = settings.firewall
-    if not isinstance(fw, FirewallOn):
-        return None
-    if extra:
-        settings = settings.model_copy(update={"instances": (*settings.instances, *extra)})
-    view = read_nsg(fw)
+    nsg = read_nsg(fw) if isinstance(fw, FirewallOn) else None
     try:
-        plan = firewall_plan(settings, stack=StackName(project, stack), nsg=view)
-    except ValueError as exc:
+        plan = plan_stack(settings, org=org, name=name, discovered=discovered, nsg=nsg)
+    except ValueError as exc:  # no NSG priority free for a rule of the stack
         raise pulumi.RunError(f"{PRIORITY_BASE_KEY}: {exc}") from None
-    problem = plan.problem() if plan is not None else None
+    problem = plan.firewall.problem() if plan.firewall is not None else None
     if problem is not None:
         raise pulumi.RunError(problem)
-    return view
+    return plan

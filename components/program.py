@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import sys
 import time
-from dataclasses import dataclass
 from functools import partial
 from typing import Final
 
@@ -24,9 +23,8 @@ from providers.pangolin.port_check import CONNECT_KEY
 from providers.pangolin.port_check_resource import PortCheck, PortCheckArgs
 from providers.port_allocation.resource import PortAllocation, PortAllocationArgs
 from providers.sdk_patches import patch_the_sdk
-from ssh_gateway.core.connect import ConnectGateway, Entry, PangolinEntry, StandaloneEnvoy, envoy_bootstrap_yaml
+from ssh_gateway.core.connect import PangolinEntry, StandaloneEnvoy, envoy_bootstrap_yaml
 from ssh_gateway.core.credentials import find_api_key
-from ssh_gateway.core.discovery_records import Outcome
 from ssh_gateway.core.host_identity import cert_authority_lines, private_seed
 from ssh_gateway.core.issued_identity import issued_identity
 from ssh_gateway.core.names import (
@@ -40,7 +38,7 @@ from ssh_gateway.core.names import (
     pangolin_resource_name,
     public_host,
 )
-from ssh_gateway.core.nsg_fit import FirewallPlan, NsgView
+from ssh_gateway.core.nsg_fit import FirewallPlan
 from ssh_gateway.core.org import OrgView
 from ssh_gateway.core.outputs import (
     connect_endpoint,
@@ -63,7 +61,7 @@ from ssh_gateway.core.settings import (
     SettingsError,
     read_config,
 )
-from ssh_gateway.core.stack_plan import firewall_plan
+from ssh_gateway.core.stack_plan import ConnectPlan, StackPlan
 from ssh_gateway.core.trust import (
     ca_comment,
     ca_patterns,
@@ -71,12 +69,12 @@ from ssh_gateway.core.trust import (
     known_hosts_file,
 )
 
-from .cluster_instances import read_discovered, register_status, with_discovered
+from .cluster_instances import read_discovered, register_status
 from .connect_entry import ConnectEntry, ConnectEntryArgs
 from .connect_ssh_instance import ConnectSshInstance, ConnectSshInstanceArgs
 from .firewall_rule import connect_rule_args, instance_rule_args
 from .host_identity import HostIdentityArgs, SecretPlace, Signing
-from .nsg_check import check_nsg_fits
+from .nsg_check import checked_plan
 from .pangolin_tcp import PangolinTargetArgs
 from .port_firewall import merged_firewall
 from .ssh_instance import SshInstance, SshInstanceArgs
@@ -88,36 +86,20 @@ __all__ = ["build", "check_connect_port", "run"]
 _ALREADY_SHOWN: Final = 32
 
 
-@dataclass(frozen=True)
-class _ConnectPlan:
-    """The stack's CONNECT entry, translated from the settings once per run and handed to every resource of it."""
-
-    settings: Connect
-    gateway: ConnectGateway | StandaloneEnvoy
-    entry: Entry
-
-
-def _connect_plan(settings: Settings) -> _ConnectPlan | None:
-    """The CONNECT entry's domain objects, or None for a stack without `ssh-gateway:connect`."""
-    if settings.connect is None:
-        return None
-    return _ConnectPlan(settings.connect, settings.connect_gateway(), settings.connect_entry())
-
-
 def run(*, project: str, stack: str) -> None:
-    """The whole program: settings, the org's listing, every resource, the outputs exported."""
+    """The whole program: what the stack reads, its plan, every resource, the outputs exported."""
     patch_the_sdk()
+    name = StackName(project, stack)
     try:
         settings = load_settings()
         org = read_pangolin_org(settings)
-        check_connect_port(settings, org, project=project, stack=stack)
+        check_connect_port(settings, org, name)
         discovered = read_discovered(settings, org, project=project, stack=stack)
-        found = tuple(f.instance for f in discovered.instances) if discovered is not None else ()
-        nsg = check_nsg_fits(settings, project=project, stack=stack, extra=found)
+        plan = checked_plan(settings, org=org, name=name, discovered=discovered)
     except pulumi.RunError as problem:
         pulumi.log.error(str(problem))  # synchronous: sent before the exit below
         sys.exit(_ALREADY_SHOWN)
-    for key, value in build(settings, org=org, project=project, stack=stack, discovered=discovered, nsg=nsg).items():
+    for key, value in build(plan).items():
         pulumi.export(key, value)
 
 
@@ -148,7 +130,7 @@ def read_pangolin_org(settings: Settings) -> OrgView:
         ) from None
 
 
-def check_connect_port(settings: Settings, org: OrgView, *, project: str, stack: str) -> None:
+def check_connect_port(settings: Settings, org: OrgView, name: StackName) -> None:
     """A `RunError` when another Pangolin resource already binds the CONNECT port: Pangolin accepts a second
     resource on a bound port, and the two would then share it."""
     if settings.connect is None:
@@ -156,7 +138,7 @@ def check_connect_port(settings: Settings, org: OrgView, *, project: str, stack:
     entry = settings.connect_entry()
     if not isinstance(entry, PangolinEntry):
         return
-    ours = connect_resource_name(project, stack)
+    ours = connect_resource_name(name.project, name.stack)
     others = [b for b in org.held_in([entry.port]).get(entry.port, []) if b.name != ours]
     if others:
         raise pulumi.RunError(
@@ -166,21 +148,13 @@ def check_connect_port(settings: Settings, org: OrgView, *, project: str, stack:
         )
 
 
-def build(
-    settings: Settings,
-    *,
-    org: OrgView,
-    project: str,
-    stack: str,
-    nsg: NsgView | None = None,
-    discovered: Outcome | None = None,
-) -> dict[str, object]:
-    """Registers the allocation, every instance (the configured ones, then the `discovered`), the CONNECT entry,
-    their providers and, with discovery, the status ConfigMap; returns the outputs. `nsg`: the stack's NSG as
-    read at preview (its merged and CONNECT rules keep the priorities they hold, new ones avoid the others')."""
-    if discovered is not None:
-        settings = with_discovered(settings, discovered)
-    firewall = firewall_plan(settings, stack=StackName(project, stack), nsg=nsg)
+def build(plan: StackPlan) -> dict[str, object]:
+    """Carries the plan out: registers the allocation, every instance (the configured ones, then the discovered),
+    the CONNECT entry, their providers and, with discovery, the status ConfigMap; returns the outputs."""
+    settings, org, firewall, discovered = plan.settings, plan.org, plan.firewall, plan.discovered
+    project, stack = plan.name.project, plan.name.stack
+    for warning in discovered.warnings() if discovered is not None else ():
+        pulumi.log.warn(warning)
     for warning in settings.warnings():
         pulumi.log.warn(warning)
     port_range = settings.ports.range
@@ -221,23 +195,23 @@ def build(
     envoy_config: str | None = None
     by_connect: dict[str, ConnectSshInstance] = {}
     entries: list[ConnectEntry] = []
-    plan = _connect_plan(settings)
-    if plan is not None:
-        entry_args = _entry_args(settings, plan, org, firewall, project=project, stack=stack)
+    connect_plan = plan.connect
+    if connect_plan is not None:
+        entry_args = _entry_args(settings, connect_plan, org, firewall, project=project, stack=stack)
         entry = ConnectEntry(CONNECT_ENTRY, entry_args, k8s_opts)
         entries.append(entry)
         by_connect = {
             inst.name: ConnectSshInstance(
                 inst.name,
-                _connect_instance_args(settings, plan, inst, signing, project=project, stack=stack),
+                _connect_instance_args(settings, connect_plan, inst, signing, project=project, stack=stack),
                 k8s_opts,
             )
             for inst in settings.instances
             if isinstance(inst, ConnectModeInstance)
         }
         endpoints.update({name: _connect_endpoint(i, entry) for name, i in by_connect.items()})
-        connect = _connect_output(plan.settings, entry)
-        gateway = plan.gateway
+        connect = _connect_output(connect_plan.settings, entry)
+        gateway = connect_plan.gateway
         if isinstance(gateway, StandaloneEnvoy) and by_connect:
             # The operator's Envoy runs exactly this (README, CONNECT routing): `envoy --config-yaml "$(pulumi stack
             # output envoyConfig)"`. Pure config from the settings, so a preview shows it too.
@@ -249,7 +223,7 @@ def build(
     # After every create: no port of this stack bound twice by overlapping runs (providers/pangolin/port_check.py),
     # the CONNECT entry's included. It depends on the Pangolin resources themselves, not their components: the SDK
     # expands a component into every child's URN, all recorded in the check's state.
-    connect_port = _checked_connect_port(plan)
+    connect_port = _checked_connect_port(plan.connect)
     allocated: pulumi.Input[dict[str, int]] = allocation.ports if allocation is not None else {}
     PortCheck(
         "port-check",
@@ -289,13 +263,13 @@ def build(
         allocations=allocated,
         released_ports=allocation.released if allocation is not None else [],
         port_range=port_range,
-        gateway=_gateway_output(settings, plan, publish_range=bool(port_mode) or settings.connect is None),
+        gateway=_gateway_output(settings, plan.connect, publish_range=bool(port_mode) or settings.connect is None),
         connect=connect,
         envoy_config=envoy_config,
     )
 
 
-def _checked_connect_port(plan: _ConnectPlan | None) -> dict[str, int]:
+def _checked_connect_port(plan: ConnectPlan | None) -> dict[str, int]:
     """The CONNECT entry's Pangolin port, under its key in the port check; nothing when it is reached directly."""
     entry = plan.entry if plan is not None else None
     return {CONNECT_KEY: entry.port} if isinstance(entry, PangolinEntry) else {}
@@ -323,7 +297,7 @@ def _connect_endpoint(inst: ConnectSshInstance, entry: ConnectEntry) -> dict[str
     )
 
 
-def _gateway_output(settings: Settings, plan: _ConnectPlan | None, *, publish_range: bool) -> dict[str, object]:
+def _gateway_output(settings: Settings, plan: ConnectPlan | None, *, publish_range: bool) -> dict[str, object]:
     """What the gateway host must publish; Pangolin creates neither (docs/pangolin-api.md §2.4). The range only
     when some instance has a port of its own (or the stack has no CONNECT entry); the CONNECT port, one for every
     connect-mode instance, when it goes through Pangolin."""
@@ -376,7 +350,7 @@ def _pangolin_args(settings: Settings, org: OrgView, name: str) -> PangolinTarge
 
 
 def _entry_args(
-    settings: Settings, plan: _ConnectPlan, org: OrgView, firewall: FirewallPlan | None, *, project: str, stack: str
+    settings: Settings, plan: ConnectPlan, org: OrgView, firewall: FirewallPlan | None, *, project: str, stack: str
 ) -> ConnectEntryArgs:
     return ConnectEntryArgs(
         gateway=plan.gateway,
@@ -390,7 +364,7 @@ def _entry_args(
 
 def _connect_instance_args(
     settings: Settings,
-    plan: _ConnectPlan,
+    plan: ConnectPlan,
     inst: ConnectModeInstance,
     signing: Signing | None,
     *,

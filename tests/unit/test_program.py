@@ -18,9 +18,11 @@ from ssh_gateway.core.names import (
     PANGOLIN_TYPE,
     SECRET_TYPE,
     STACK_MARK,
+    StackName,
 )
 from ssh_gateway.core.org import OrgView
 from ssh_gateway.core.settings import parse_settings
+from ssh_gateway.core.stack_plan import plan_stack
 from ssh_gateway.ops.host_identity_files import InstanceRefused, identity_files
 from tests.host_keys import checked_secret_files
 from tests.mocks import revealed
@@ -30,6 +32,7 @@ from .conftest import ASSIGNED_NODE_PORT, RecordingMocks
 pytestmark = pytest.mark.unit
 
 NO_ORG = OrgView()
+UNIT = StackName("ssh-gateway", "unit")
 
 
 def settings(**overrides: Any) -> Any:
@@ -61,7 +64,7 @@ def run_program(settings: Any, org: OrgView = NO_ORG) -> dict[str, Any]:
 
     @pulumi.runtime.test  # type: ignore[untyped-decorator]
     def program() -> pulumi.Output[None]:
-        outputs = build(settings, org=org, project="ssh-gateway", stack="unit")
+        outputs = build(plan_stack(settings, org=org, name=UNIT))
         return pulumi.Output.from_input(outputs).apply(resolved.update)
 
     program()

@@ -9,7 +9,7 @@ import pulumi
 import pytest
 import yaml
 
-from components.nsg_check import check_nsg_fits
+from components.nsg_check import checked_plan
 from components.program import build, check_connect_port
 from ssh_gateway.core.names import (
     ALLOCATION_TYPE,
@@ -29,7 +29,7 @@ from ssh_gateway.core.outputs import GatewayKind, Routing, Via, parse_stack_outp
 from ssh_gateway.core.settings import translate
 
 from .conftest import RecordingMocks
-from .test_program import _issued, run_program, settings
+from .test_program import UNIT, _issued, run_program, settings
 
 pytestmark = pytest.mark.unit
 
@@ -138,11 +138,11 @@ def test_a_connect_rule_under_the_old_shared_name_moves_to_the_stacks_own_at_ano
         {"name": "ssh-gateway-gpu-01", "priority": 1001, "direction": "Inbound", "description": old},
     ]
     stack_settings = connect_settings()
-    view = check_nsg_fits(stack_settings, project="ssh-gateway", stack="unit")
+    plan = checked_plan(stack_settings, org=OrgView(), name=UNIT)
 
     @pulumi.runtime.test  # type: ignore[untyped-decorator]
     def program() -> None:
-        build(stack_settings, org=OrgView(), project="ssh-gateway", stack="unit", nsg=view)
+        build(plan)
 
     program()
     rule = by_name(mocks, NSG_RULE_TYPE)["connect-nsg-rule"].inputs
@@ -300,10 +300,10 @@ def test_http10_is_turned_on_in_the_gateway_filter(mocks: RecordingMocks) -> Non
 def test_a_connect_port_bound_by_someone_else_is_refused() -> None:
     stack_settings = connect_settings()
     ours = OrgView((Binding(port=40443, resource_id=5, name="ssh-gateway/unit/@connect", protocol="tcp"),))
-    check_connect_port(stack_settings, ours, project="ssh-gateway", stack="unit")  # a leftover of ours: adopted
+    check_connect_port(stack_settings, ours, UNIT)  # a leftover of ours: adopted
     theirs = OrgView((Binding(port=40443, resource_id=9, name="team-b/postgres", protocol="tcp"),))
     with pytest.raises(pulumi.RunError, match=r"connect.public.port 40443 is already bound by Pangolin resource 9"):
-        check_connect_port(stack_settings, theirs, project="ssh-gateway", stack="unit")
+        check_connect_port(stack_settings, theirs, UNIT)
 
 
 def hundred(routing: str) -> list[dict[str, Any]]:

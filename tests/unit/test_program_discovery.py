@@ -20,9 +20,11 @@ from ssh_gateway.core.discovery_records import Outcome
 from ssh_gateway.core.names import CONFIG_MAP_TYPE, SECRET_TYPE, SERVICE_TYPE, DiscoverFrom
 from ssh_gateway.core.org import OrgView
 from ssh_gateway.core.settings import Settings
+from ssh_gateway.core.stack_plan import plan_stack
 from ssh_gateway.plumbing.toolchain import REPO
 
 from .conftest import RecordingMocks
+from .test_program import UNIT
 from .test_program import settings as program_settings
 
 pytestmark = pytest.mark.unit
@@ -57,7 +59,7 @@ def run_program(settings: Settings, discovered: Outcome | None) -> dict[str, Any
 
     @pulumi.runtime.test  # type: ignore[untyped-decorator]
     def program() -> pulumi.Output[None]:
-        outputs = build(settings, org=OrgView(), project="ssh-gateway", stack="unit", discovered=discovered)
+        outputs = build(plan_stack(settings, org=OrgView(), name=UNIT, discovered=discovered))
         return pulumi.Output.from_input(outputs).apply(resolved.update)
 
     program()

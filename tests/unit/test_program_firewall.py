@@ -7,11 +7,12 @@ from typing import Any
 import pulumi
 import pytest
 
-from components.nsg_check import check_nsg_fits
+from components.nsg_check import checked_plan
 from components.program import build
-from ssh_gateway.core.names import NSG_RULE_TYPE, PANGOLIN_TYPE, merged_rule_name, stack_marked
+from ssh_gateway.core.names import NSG_RULE_TYPE, PANGOLIN_TYPE, StackName, merged_rule_name, stack_marked
 from ssh_gateway.core.nsg_fit import NsgView
 from ssh_gateway.core.org import OrgView
+from ssh_gateway.core.stack_plan import StackPlan
 from tests.mocks import NSG_READ
 
 from .conftest import RecordingMocks
@@ -84,32 +85,37 @@ def test_merged_rules_are_refused_when_the_sets_of_sources_outrun_azures_priorit
 # --- the NSG check at preview ------------------------------------------------------------------------------------
 
 
-def run_build(stack_settings: Any, nsg: NsgView) -> None:
-    """`build` as `run` calls it after the check: with the NSG it read."""
+def run_build(plan: StackPlan) -> None:
+    """`build` as `run` calls it, with the plan checked against the NSG as read."""
 
     @pulumi.runtime.test  # type: ignore[untyped-decorator]
     def program() -> None:
-        build(stack_settings, org=OrgView(), project="ssh-gateway", stack="unit", nsg=nsg)
+        build(plan)
 
     program()
 
 
-def _check(raw_firewall: dict[str, Any], *, stack: str = "unit", **overrides: Any) -> Any:
-    return check_nsg_fits(settings(firewall=raw_firewall, **overrides), project="ssh-gateway", stack=stack)
+def _check(raw_firewall: dict[str, Any], *, stack: str = "unit", **overrides: Any) -> StackPlan:
+    stack_settings = settings(firewall=raw_firewall, **overrides)
+    return checked_plan(stack_settings, org=OrgView(), name=StackName("ssh-gateway", stack))
+
+
+def _nsg(plan: StackPlan) -> NsgView:
+    """The NSG as the check read it."""
+    assert plan.firewall is not None
+    return plan.firewall.nsg
 
 
 def test_the_check_reads_the_nsg_and_passes_a_stack_that_fits(mocks: RecordingMocks) -> None:
     mocks.nsg_rules = [_rule("other-tool", 200)]
-    view = _check(MERGED)
-    assert [r.name for r in view.rules] == ["other-tool"]
+    assert [r.name for r in _nsg(_check(MERGED)).rules] == ["other-tool"]
     [call] = [c for c in mocks.calls if c.token == NSG_READ]
     assert (call.args["resourceGroupName"], call.args["networkSecurityGroupName"]) == ("rg-gw", "nsg-gw")
 
 
 def test_a_new_merged_rule_takes_a_priority_no_other_rule_holds(mocks: RecordingMocks) -> None:
     mocks.nsg_rules = [_rule("shard-b-rule", 1000), _rule("outbound", 1001) | {"direction": "Outbound"}]
-    view = _check(MERGED)
-    run_build(settings(firewall=MERGED), view)
+    run_build(_check(MERGED))
     assert _rules(mocks)[merged_rule_name("ssh-gateway", "unit", "")]["priority"] == 1001  # 1000 is taken inbound
 
 
@@ -132,7 +138,7 @@ def test_per_instance_rules_refuse_another_rule_anywhere_in_their_block(mocks: R
     ):
         _check({**MERGED, "rules": "perInstance"})
     mocks.nsg_rules = [_rule("someone", 1042, description=stack_marked("x", "ssh-gateway", "unit"))]
-    assert _check({**MERGED, "rules": "perInstance"}) is not None  # the stack's own old rule: its port's
+    _check({**MERGED, "rules": "perInstance"})  # passes: the stack's own old rule, on its port
 
 
 def test_a_full_nsg_is_refused_naming_the_count_and_the_limit(mocks: RecordingMocks) -> None:
@@ -144,7 +150,7 @@ def test_a_full_nsg_is_refused_naming_the_count_and_the_limit(mocks: RecordingMo
         "ones stay until the new exist, and this stack adds 3; ssh-gateway:firewall.rules: merged opens them with "
         "one rule per set of sources"
     )
-    assert _check(MERGED) is not None  # the same instances, merged: 2 rules
+    _check(MERGED)  # passes: the same instances, merged, are 2 rules
 
 
 def test_addresses_over_four_thousand_are_refused(mocks: RecordingMocks) -> None:
@@ -183,8 +189,8 @@ def test_the_merged_rules_keep_the_priorities_the_nsg_holds(mocks: RecordingMock
     assert _rules(mocks)[own]["priority"] != 1020
     mocks.registered.clear()
     mocks.nsg_rules = [_rule(own, 1020, description=stack_marked("x", "ssh-gateway", "unit"))]
-    view = _check(MERGED)
-    assert view.held("ssh-gateway", "unit") == {own.rsplit("-", 1)[1]: 1020}
+    plan = _check(MERGED)
+    assert _nsg(plan).held("ssh-gateway", "unit") == {own.rsplit("-", 1)[1]: 1020}
 
-    run_build(settings(firewall=MERGED), view)
+    run_build(plan)
     assert _rules(mocks)[own]["priority"] == 1020

@@ -15,9 +15,10 @@ from ssh_gateway.core.discovery import discover
 from ssh_gateway.core.names import DiscoverFrom
 from ssh_gateway.core.org import OrgView
 from ssh_gateway.core.settings import Settings
+from ssh_gateway.core.stack_plan import plan_stack
 
 from .conftest import RecordingMocks
-from .test_program import settings
+from .test_program import UNIT, settings
 from .test_program_connect import CONNECT, ENVOY, FIREWALL
 
 pytestmark = pytest.mark.unit
@@ -50,7 +51,7 @@ def _urns(stack_settings: Settings, *pods: ClusterObject) -> list[str]:
 
     @pulumi.runtime.test  # type: ignore[untyped-decorator]
     def program() -> None:
-        build(stack_settings, org=OrgView(), project="ssh-gateway", stack="unit", discovered=discovered)
+        build(plan_stack(stack_settings, org=OrgView(), name=UNIT, discovered=discovered))
 
     program()
     monitor: Any = pulumi.runtime.settings.get_monitor()

@@ -217,7 +217,7 @@ def ssh_gateway(*args: str, log_file: Path) -> subprocess.Popen[bytes]:
 
 def timed_up(stack: str, log_file: Path) -> float:
     began = time.perf_counter()
-    code = ssh_gateway("ssh_gateway.ops.up", "--stack", stack, log_file=log_file).wait()
+    code = ssh_gateway("ssh_gateway.ops", "up", "--stack", stack, log_file=log_file).wait()
     if code != 0:
         raise SystemExit(f"benchmark: ssh-gateway up --stack {stack} failed ({code}); see {log_file}")
     return time.perf_counter() - began
@@ -317,7 +317,9 @@ class OnePath:
 @contextmanager
 def reconciler(stack: str, log_file: Path, *, skip_preview: bool) -> Iterator[None]:
     extra = ["--skip-preview"] if skip_preview else []
-    process = ssh_gateway("ssh_gateway.ops.reconcile", "--stack", stack, "--resync", "600", *extra, log_file=log_file)
+    process = ssh_gateway(
+        "ssh_gateway.ops", "reconcile", "--stack", stack, "--resync", "600", *extra, log_file=log_file
+    )
     try:
         yield
     finally:

@@ -62,7 +62,7 @@ def ssh_gateway_up(stack: str, log: Path, env: Mapping[str, str] | None = None) 
     """`ssh-gateway up --ambient --stack STACK` started as its own process, its output to `log` (pipes read one
     after the other could fill and stall one of several)."""
     return subprocess.Popen(  # noqa: S603 - this interpreter, the project's own module
-        [sys.executable, "-m", "ssh_gateway.ops.up", "--ambient", "--stack", stack],
+        [sys.executable, "-m", "ssh_gateway.ops", "up", "--ambient", "--stack", stack],
         cwd=REPO,
         env={**pulumi_env(), **(env or {})},
         stdout=log.open("w"),

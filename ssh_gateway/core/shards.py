@@ -4,7 +4,7 @@ Every stack has a file `stacks/Pulumi.<stack>.yaml`. A stack named `<env>` or `<
 environment `<env>` (so an environment's name has no `-`): `prod-a` … `prod-d` are the shards of `prod`, `dev` is
 an environment of one stack. The GitHub environment (its reviewers and secrets) is the environment's, one per
 environment, not per shard. `local` lives on a developer's machine (the emulator and the file backend) and is
-never deployed by CI. The workflows list the stacks with `python3 -m ssh_gateway.ops.shards`, this rule's command.
+never deployed by CI. The workflows list the stacks with `python3 -m ssh_gateway.ops shards`, this rule's command.
 """
 
 from __future__ import annotations

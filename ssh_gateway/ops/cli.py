@@ -1,16 +1,16 @@
 """`ssh-gateway`: the operator's commands in one console script (`[project.scripts]` in pyproject.toml).
 
-This module is the registry only. Each subcommand is one `Command` (ssh_gateway/ops/command.py), its --help, a
-function adding its arguments, and a handler `(args) -> ExitCode` (ssh_gateway/ops/exit_codes.py), named
-`COMMAND` in a module of its own: the module of the tool it runs when that module loads no Pulumi SDK (up, shards,
-recover, gateway-config, host-identity, reconcile's package), else one under ssh_gateway/ops/commands/ that imports
-its tool when it runs. A new subcommand is one such module plus its `COMMAND` in `COMMANDS`.
+This module is the registry only. Each subcommand is one `Command` (ssh_gateway/ops/command.py): its --help, a
+function adding its arguments, and a handler `(args) -> ExitCode` (ssh_gateway/ops/exit_codes.py) that imports
+its tool when it runs and calls the tool's function with typed arguments. It is named `COMMAND` in a module of
+its own under ssh_gateway/ops/commands/, named after it. A new subcommand is one such module plus its `COMMAND`
+in `COMMANDS`. `python -m ssh_gateway.ops <command>` runs the same parser (the reconciler's steps, the tests).
 
-argparse rather than click or typer: every tool this CLI wraps already parses its arguments with argparse and is
-called with an argv list, the standard library keeps the console script free of a new dependency (and of its
-version skew with the Pulumi SDK's), and its parsers type-check under mypy --strict without plugins.
+argparse rather than click or typer: the standard library keeps the console script free of a new dependency (and
+of its version skew with the Pulumi SDK's), and its parsers type-check under mypy --strict without plugins.
 
-The modules imported here load no Pulumi SDK: `ssh-gateway --help` then answers without it.
+The modules imported here use the standard library only: `ssh-gateway --help` answers without the Pulumi SDK,
+pydantic or httpx, and `python3 -S -m ssh_gateway.ops shards` runs on a bare checkout (the workflows' listing).
 """
 
 from __future__ import annotations
@@ -22,12 +22,24 @@ from typing import Final
 
 from ssh_gateway.plumbing.toolchain import ToolchainMissing, other_backend_hint
 
-from . import gateway_config, host_identity_files, shards, up
 from .command import Command, Handler, exit_codes, say_error
-from .commands import demo, doctor, drift_check, instances, local_backend, local_cluster, preview_summary, ssh_config
+from .commands import (
+    demo,
+    doctor,
+    drift_check,
+    gateway_config,
+    host_identity,
+    instances,
+    local_backend,
+    local_cluster,
+    preview_summary,
+    reconcile,
+    recover,
+    shards,
+    ssh_config,
+    up,
+)
 from .exit_codes import EXIT_CODES, ExitCode
-from .reconcile import COMMAND as RECONCILE
-from .recovery import recover
 
 __all__ = ["COMMANDS", "build_parser", "main"]
 
@@ -37,12 +49,12 @@ COMMANDS: Final[tuple[Command, ...]] = (
     drift_check.COMMAND,
     preview_summary.COMMAND,
     ssh_config.COMMAND,
-    host_identity_files.COMMAND,
+    host_identity.COMMAND,
     gateway_config.COMMAND,
     instances.COMMAND,
     recover.COMMAND,
     up.COMMAND,
-    RECONCILE,
+    reconcile.COMMAND,
     shards.COMMAND,
     local_cluster.COMMAND,
     local_backend.COMMAND,

@@ -1,8 +1,7 @@
 """One `ssh-gateway` subcommand as data: its --help, its arguments and its handler, in one `Command`.
 
-`ssh-gateway` (ssh_gateway/ops/cli.py) registers each on its parser; a tool that also runs as `python -m` builds
-its own parser from the same `Command`, so its --help says the same in both. Standard library only: the workflows
-run `python3 -S -m ssh_gateway.ops.shards` on a bare checkout.
+`ssh-gateway` (ssh_gateway/ops/cli.py) registers each on its parser, the only one. Standard library only: the
+workflows run `python3 -m ssh_gateway.ops shards` on a bare checkout.
 """
 
 from __future__ import annotations
@@ -90,14 +89,3 @@ class Command:
                 formatter_class=argparse.RawDescriptionHelpFormatter,
             )
         )
-
-    def main(self, argv: Sequence[str] | None, *, prog: str) -> int:
-        """Parses `argv` with a parser of its own (`python -m …`, named `prog`) and runs it; its exit code."""
-        parser = argparse.ArgumentParser(
-            prog=prog,
-            description=textwrap.fill(self.description, 110),
-            epilog=self._epilog(),
-            formatter_class=argparse.RawDescriptionHelpFormatter,
-        )
-        args = self._fill(parser).parse_args(argv)
-        return self.run(args)

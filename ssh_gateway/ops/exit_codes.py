@@ -1,7 +1,7 @@
 """The exit codes of every `ssh-gateway` command, defined once.
 
 Each command's --help says what each code means for that command (`Command.codes`); what a code means for every
-command is here. Standard library only: the workflows run `python3 -S -m ssh_gateway.ops.shards` on a bare
+command is here. Standard library only: the workflows run `python3 -m ssh_gateway.ops shards` on a bare
 checkout.
 """
 

@@ -1,4 +1,5 @@
-"""`ssh-gateway gateway-config`: the gateway host's files, from the stacks' `gateway` outputs.
+"""`ssh-gateway gateway-config` (ssh_gateway/ops/commands/gateway_config.py): the gateway host's files, from the
+stacks' `gateway` outputs.
 
 Pangolin creates no Traefik entry point and opens no port (docs/pangolin-api.md §2.4.1). Traefik reads entry
 points only from its static configuration, at start-up, and Gerbil publishes only the ports of its `ports:`
@@ -21,7 +22,6 @@ changes nothing, and a port two stacks claim is refused (exit 3) with nothing wr
 
 from __future__ import annotations
 
-import argparse
 import difflib
 import json
 import re
@@ -36,11 +36,10 @@ import yaml
 from ssh_gateway.core.names import entry_point_name, entry_point_port
 from ssh_gateway.core.outputs import parse_stack_outputs, traefik_entry_point
 
-from .command import Command
 from .exit_codes import ExitCode
 from .stack_outputs import outputs_of
 
-__all__ = ["COMMAND", "plan", "render_diff"]
+__all__ = ["GERBIL_FILE", "TRAEFIK_FILE", "plan", "render_diff", "write_gateway_config"]
 
 TRAEFIK_FILE: Final = "traefik-entrypoints.yml"
 GERBIL_FILE: Final = "docker-compose.gerbil-ports.yml"
@@ -199,36 +198,44 @@ def _apply(files: Sequence[GatewayFile]) -> list[Path]:
 # --- the command ---------------------------------------------------------------------------------------------
 
 
-def _run(args: argparse.Namespace) -> int:
-    files_given: list[Path] = args.outputs or []
-    if files_given and len(files_given) != len(args.stack):
+def write_gateway_config(
+    stacks: Sequence[str],
+    *,
+    outputs_files: Sequence[Path] = (),
+    write_dir: Path | None = None,
+    compare_dir: Path = Path(),
+    json_output: bool = False,
+) -> int:
+    """`ssh-gateway gateway-config`: the stacks' gateway files, their diff against `write_dir` (or `compare_dir`),
+    written into `write_dir` when given; `outputs_files`: one saved `pulumi stack output --json` per stack."""
+    if outputs_files and len(outputs_files) != len(stacks):
         print("ssh-gateway: give one --outputs per --stack, in the same order", file=sys.stderr)
         return ExitCode.CANNOT_RUN
-    stacks = []
-    for i, stack in enumerate(args.stack):
+    read = []
+    for i, stack in enumerate(stacks):
         try:
-            outputs = outputs_of(stack, files_given[i] if files_given else None)
+            outputs = outputs_of(stack, outputs_files[i] if outputs_files else None)
         except (ValueError, OSError) as exc:
             print(f"ssh-gateway: cannot read the outputs of stack {stack}: {exc}", file=sys.stderr)
             return ExitCode.CANNOT_RUN
         try:
-            stacks.append(stack_gateway(stack, outputs))
+            read.append(stack_gateway(stack, outputs))
         except GatewayConfigError as exc:
             print(f"ssh-gateway: {exc}", file=sys.stderr)
             return ExitCode.CANNOT_RUN
-    directory: Path = args.write or args.dir
+    directory = write_dir or compare_dir
     try:
-        files = plan(directory, stacks)
+        files = plan(directory, read)
     except GatewayConfigError as exc:
         print(f"ssh-gateway: refused, nothing written: {exc}", file=sys.stderr)
         return ExitCode.REFUSED
     sys.stdout.write(render_diff(files))
-    written = _apply(files) if args.write else []
-    names = ", ".join(args.stack)
+    written = _apply(files) if write_dir else []
+    names = ", ".join(stacks)
     changed = [f for f in files if f.changed]
-    if args.json:
+    if json_output:
         listed = [{"path": str(f.path), "changed": f.changed} for f in files]
-        print(json.dumps({"stacks": args.stack, "written": [str(p) for p in written], "files": listed}, indent=2))
+        print(json.dumps({"stacks": list(stacks), "written": [str(p) for p in written], "files": listed}, indent=2))
     elif not changed:
         print(f"no change: the gateway files of stack(s) {names} in {directory} are up to date")
     elif written:
@@ -236,39 +243,3 @@ def _run(args: argparse.Namespace) -> int:
     else:
         print(f"dry run: {len(changed)} file(s) in {directory} would change; run again with --write {directory}")
     return ExitCode.OK
-
-
-def _add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--stack", action="append", required=True, help="a stack to include (repeatable)")
-    parser.add_argument("--write", type=Path, metavar="DIR", help="write the files into DIR (default: diff only)")
-    parser.add_argument("--dir", type=Path, default=Path(), help="the directory the dry run compares with (./)")
-    parser.add_argument(
-        "--outputs",
-        type=Path,
-        action="append",
-        help="a stack's `pulumi stack output --json`, for other backends (one per --stack, in order)",
-    )
-    parser.add_argument("--json", action="store_true", help="the files and what was written, as JSON")
-
-
-COMMAND: Final = Command(
-    name="gateway-config",
-    summary="write the gateway host's files (Traefik entry points, Gerbil ports) from the stacks' outputs",
-    description="Reads each stack's gateway output (traefikEntryPoints, gerbilPublishedPorts, gerbilConnectPort) "
-    f"and writes {TRAEFIK_FILE} (Traefik's static entry points, to merge into its static configuration) and "
-    f"{GERBIL_FILE} (the gerbil service's ports, a Compose override for Pangolin's docker-compose.yml), for "
-    "all the stacks merged, connect ports included. Pangolin creates neither (fosrl/pangolin #375, #821): "
-    "written once per range, they let every later instance work with no restart. Shows the diff first; "
-    "writes only with --write DIR; a second run changes nothing.",
-    examples=[
-        "ssh-gateway gateway-config --stack dev                         # the diff against ./ (a dry run)",
-        "ssh-gateway gateway-config --stack dev --stack prod --write /opt/pangolin/ssh-gateway",
-    ],
-    codes={
-        ExitCode.OK: "written, already up to date (says so), or the dry run's diff shown",
-        ExitCode.CANNOT_RUN: "a stack's outputs cannot be read (no such stack, not deployed), or bad arguments",
-        ExitCode.REFUSED: "refused, nothing written: two stacks claim one port",
-    },
-    run=_run,
-    arguments=_add_arguments,
-)

@@ -1,6 +1,6 @@
-"""`ssh-gateway host-identity --stack S --instance X [--write DIR]`: an instance's host key and certificate,
-derived on demand from what the stack keeps, for a host no Kubernetes Secret serves (a static target, or a stack
-that renders its manifests).
+"""`ssh-gateway host-identity --stack S --instance X [--write DIR]` (ssh_gateway/ops/commands/host_identity.py): an
+instance's host key and certificate, derived on demand from what the stack keeps, for a host no Kubernetes Secret
+serves (a static target, or a stack that renders its manifests).
 
 The stack keeps no copy of them: every instance's key is derived from the stack's host-key root and its
 certificate signed deterministically by the stack's CA (ssh_gateway/core/derived_identity.py), so a stack output
@@ -18,7 +18,6 @@ the instance or the resource, never a value.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -28,7 +27,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
 import yaml
 
@@ -47,13 +46,12 @@ from ssh_gateway.core.settings import Settings, SettingsError, read_config
 from ssh_gateway.plumbing.pulumi_cli import PulumiFailed, revealed, run_pulumi
 from ssh_gateway.plumbing.toolchain import REPO, ToolchainMissing, pulumi_env
 
-from .command import Command
 from .exit_codes import ExitCode
 
 __all__ = [
-    "COMMAND",
     "HostIdentityFilesError",
     "InstanceRefused",
+    "host_identity",
     "identity_files",
     "read_stack",
     "stack_identity_files",
@@ -197,20 +195,21 @@ def stack_identity_files(
     return read_stack(stack, env=env, work_dir=work_dir).files(instance)
 
 
-def _run(args: argparse.Namespace) -> int:
-    stack, instance = str(args.stack), str(args.instance)
+def host_identity(stack: str, instance: str, *, ambient: bool = False, write_dir: Path | None = None) -> int:
+    """`ssh-gateway host-identity`: the instance's files as JSON, or written into `write_dir` with when to renew
+    them; `ambient`: the pulumi on PATH with the environment's backend and secrets."""
     try:
-        files = stack_identity_files(stack, instance, env=dict(os.environ) if args.ambient else None)
+        files = stack_identity_files(stack, instance, env=dict(os.environ) if ambient else None)
     except ToolchainMissing as exc:
         print(f"host-identity: {exc}", file=sys.stderr)
         return ExitCode.CANNOT_RUN
     except HostIdentityFilesError as exc:
         print(f"host-identity: {exc}", file=sys.stderr)
         return ExitCode.REFUSED if isinstance(exc, InstanceRefused) else ExitCode.CANNOT_RUN
-    if args.write is None:
+    if write_dir is None:
         print(json.dumps(files, indent=2))
         return ExitCode.OK
-    for path in write_files(args.write, files):
+    for path in write_files(write_dir, files):
         print(path)
     certificate = parse_host_certificate(files[HOST_CERTIFICATE_FILE])
     # From then on this command and the program issue the next certificate.
@@ -226,37 +225,3 @@ def _run(args: argparse.Namespace) -> int:
 
 def _day(seconds: int) -> str:
     return datetime.fromtimestamp(seconds, UTC).strftime("%Y-%m-%d %H:%M UTC")
-
-
-def _arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--stack", required=True, help="the stack")
-    parser.add_argument("--instance", required=True, help="the instance (as in ssh-gateway:instances)")
-    parser.add_argument("--write", type=Path, metavar="DIR", help="write the files into DIR (mode 0600)")
-    parser.add_argument(
-        "--ambient",
-        action="store_true",
-        help="the pulumi on PATH with the environment's backend and secrets (CI), not the offline toolchain",
-    )
-
-
-COMMAND: Final = Command(
-    name="host-identity",
-    summary="an instance's host key and certificate, derived from the stack (for hosts no Secret serves)",
-    description="An instance's host key and certificate, derived from the stack's host-key root and CA (its "
-    "state) and its config, for a host no Kubernetes Secret serves (a static target, rendered manifests). "
-    "Without --write: the three files as JSON. With --write DIR: the files in DIR, mode 0600, for sshd's "
-    "HostKey and HostCertificate lines. Run it again from the date it prints, after a CA rotation or a "
-    "hostKeyGeneration bump.",
-    examples=(
-        "ssh-gateway host-identity --stack dev --instance vm-01 --write /etc/ssh/gateway",
-        "ssh-gateway host-identity --stack dev --instance vm-01 | jq -r '.\"ssh_host_ed25519_key-cert.pub\"'",
-        "ssh-gateway host-identity --ambient --stack prod --instance vm-01 --write out/   # CI: its backend",
-    ),
-    codes={
-        ExitCode.OK: "printed or written",
-        ExitCode.CANNOT_RUN: "no toolchain, no such stack, a stack never brought up, a config the settings reject",
-        ExitCode.REFUSED: "no such instance, or the stack issues it no host key (a pinned hostKey, host identity off)",
-    },
-    run=_run,
-    arguments=_arguments,
-)

@@ -19,7 +19,6 @@ such stack).
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -33,17 +32,16 @@ from ssh_gateway.core.log_events import JSON_LOG_ENV, Log, LogEvent, json_log
 from ssh_gateway.plumbing.pulumi_cli import PulumiFailed, run_pulumi
 from ssh_gateway.plumbing.toolchain import REPO, ToolchainMissing, pulumi_env
 
-from .command import Command
 from .exit_codes import ExitCode
 from .recovery.adopt import planned_creates, skip_checkpoints_is_recoverable
 
 __all__ = [
-    "COMMAND",
     "SKIP_CHECKPOINTS",
     "decision_preview_arguments",
     "first_up_env",
     "holds_resources",
-    "main",
+    "run_up",
+    "up",
 ]
 
 SKIP_CHECKPOINTS: Final = {"PULUMI_SKIP_CHECKPOINTS": "true"}
@@ -150,55 +148,12 @@ def up(
     return done.returncode
 
 
-def _add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--stack", required=True, help="the stack to update")
-    parser.add_argument(
-        "--ambient",
-        action="store_true",
-        help="the pulumi on PATH with the environment's backend and secrets (CI), not the offline toolchain",
-    )
-    parser.add_argument("extra", nargs=argparse.REMAINDER, help="more `pulumi up` arguments, after `--`")
-
-
-def _run(args: argparse.Namespace) -> int:
-    extra = [a for a in args.extra if a != "--"]
+def run_up(stack: str, extra: Sequence[str] = (), *, ambient: bool = False) -> int:
+    """`ssh-gateway up`: `up`, its phases in the JSON log when JSON_LOG_ENV is set (the reconciler's steps); its
+    exit code, CANNOT_RUN when pulumi cannot run."""
     try:
         log = json_log() if os.environ.get(JSON_LOG_ENV) else _no_log
-        return up(str(args.stack), extra, ambient=bool(args.ambient), log=log)
+        return up(stack, extra, ambient=ambient, log=log)
     except (ToolchainMissing, PulumiFailed) as exc:
         print(f"up: {exc}", file=sys.stderr)
         return ExitCode.CANNOT_RUN
-
-
-_DESCRIPTION: Final = (
-    "`pulumi up --yes` of a stack. On a first up (nothing in state yet) the checkpoint is written once, at the "
-    "end, instead of after every step (PULUMI_SKIP_CHECKPOINTS): linear instead of quadratic in the instances. "
-    "If a run dies: `ssh-gateway recover`, then `ssh-gateway up` again."
-)
-COMMAND: Final = Command(
-    name="up",
-    summary="pulumi up; a first up writes its checkpoint once, at the end",
-    description=_DESCRIPTION,
-    examples=(
-        "ssh-gateway up --stack dev",
-        "ssh-gateway up --ambient --stack prod-a   # CI: its backend, its CLI",
-        "ssh-gateway up --stack dev -- --parallel 16",
-    ),
-    codes={
-        ExitCode.OK: "the update succeeded",
-        ExitCode.FAILED: "pulumi up failed (pulumi's own nonzero code is passed on); if it was interrupted: recover, "
-        "then up",
-        ExitCode.CANNOT_RUN: "cannot run: no toolchain, no such stack",
-    },
-    run=_run,
-    arguments=_add_arguments,
-)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """`python -m ssh_gateway.ops.up`; returns the exit code."""
-    return COMMAND.main(argv, prog="python -m ssh_gateway.ops.up")
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -159,7 +159,7 @@ def wait_until(condition: Callable[[], bool], what: str, *, process: subprocess.
 def recover(stack: auto.Stack, *extra: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """The recovery command, as a user runs it (`env` over the offline toolchain's, e.g. with `--ambient`)."""
     python = str(REPO / ".venv" / "bin" / "python")
-    return run([python, "-m", "ssh_gateway.ops.recovery.recover", "--stack", stack.name, *extra], env=env)
+    return run([python, "-m", "ssh_gateway.ops", "recover", "--stack", stack.name, *extra], env=env)
 
 
 def show(config: pytest.Config, line: str) -> None:

@@ -125,7 +125,7 @@ def _kill_at_hold(stack: auto.Stack, held: threading.Event, log: Path, env: dict
 
 def _ssh_gateway_up(stack: auto.Stack) -> subprocess.CompletedProcess[str]:
     python = str(REPO / ".venv" / "bin" / "python")
-    return run([python, "-m", "ssh_gateway.ops.up", "--stack", stack.name, "--", "--skip-preview", "--color=never"])
+    return run([python, "-m", "ssh_gateway.ops", "up", "--stack", stack.name, "--", "--skip-preview", "--color=never"])
 
 
 def _recover_then_up(stack: auto.Stack) -> tuple[dict[str, Any], str]:

@@ -15,8 +15,8 @@ import pytest
 from pulumi import automation as auto
 
 from pangolin_emulator.harness import EmulatorHandle
+from ssh_gateway.ops.commands.recover import COMMAND as RECOVER
 from ssh_gateway.ops.recovery.file_backend import stack_files
-from ssh_gateway.ops.recovery.recover import COMMAND as RECOVER
 from ssh_gateway.plumbing.toolchain import pulumi_env
 
 from .cli import pulumi

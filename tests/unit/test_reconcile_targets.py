@@ -3,7 +3,6 @@ cannot follow refused with one line (exit 3), before it touches a cluster."""
 
 from __future__ import annotations
 
-import importlib
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -12,8 +11,9 @@ import pytest
 import yaml
 
 from ssh_gateway.core.names import DiscoverFrom
+from ssh_gateway.ops.cli import COMMANDS
+from ssh_gateway.ops.cli import main as ssh_gateway
 from ssh_gateway.ops.exit_codes import ExitCode
-from ssh_gateway.ops.reconcile import main
 from ssh_gateway.ops.reconcile.reconciler import TargetError, stack_target, subprocess_steps
 
 pytestmark = pytest.mark.unit
@@ -68,14 +68,14 @@ def test_a_stack_it_cannot_follow_is_refused_in_one_line(
 def test_the_command_refuses_a_stack_without_a_file_with_exit_3_and_one_line(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    assert main(["--once", "--stack", "no-such-stack-for-reconcile"]) == ExitCode.REFUSED
+    assert ssh_gateway(["reconcile", "--once", "--stack", "no-such-stack-for-reconcile"]) == ExitCode.REFUSED
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "reconcile: stack no-such-stack-for-reconcile: cannot read" in err, err
 
 
-def test_each_step_runs_the_module_of_the_command_it_names(tmp_path: Path) -> None:
-    """The reconciler runs `python -m <module>` of each step (not the CLI, for its imports): that module's `main`
-    is `ssh-gateway <action>`'s, so the step is the project's own command, with its arguments."""
+def test_each_step_runs_the_command_it_names(tmp_path: Path) -> None:
+    """The reconciler runs each step as `python -m ssh_gateway.ops <action>`: the project's own command, with its
+    arguments."""
     runs: list[list[str]] = []
 
     def fake_run(argv: list[str], **_kwargs: Any) -> Any:
@@ -88,9 +88,7 @@ def test_each_step_runs_the_module_of_the_command_it_names(tmp_path: Path) -> No
         assert step("recover", "prod-a", ["--gone-host", "pod-1"]) == 0
         assert step("up", "prod-a", []) == 0
     assert [argv[1:] for argv in runs] == [
-        ["-m", "ssh_gateway.ops.recovery.recover", "--stack", "prod-a", "--gone-host", "pod-1", "--ambient"],
-        ["-m", "ssh_gateway.ops.up", "--stack", "prod-a", "--ambient", "--", "--skip-preview"],
+        ["-m", "ssh_gateway.ops", "recover", "--stack", "prod-a", "--gone-host", "pod-1", "--ambient"],
+        ["-m", "ssh_gateway.ops", "up", "--stack", "prod-a", "--ambient", "--", "--skip-preview"],
     ]
-    for argv in runs:
-        module = importlib.import_module(argv[2])
-        assert module.COMMAND.name == argv[2].rsplit(".", 1)[-1]
+    assert {"recover", "up"} <= {command.name for command in COMMANDS}

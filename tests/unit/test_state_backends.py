@@ -53,13 +53,13 @@ def test_an_unknown_environment_is_refused_naming_the_ones_there_are(env: str, m
 def test_the_command_lists_the_repos_own_stacks_as_the_workflows_run_it() -> None:
     # As the workflows' listing job runs it: a bare checkout's python3, without the venv or any site-packages (-S).
     python = str(Path(sys.base_prefix) / "bin" / "python3")
-    command = [python, "-S", "-m", "ssh_gateway.ops.shards", "--env", "prod", "--json"]
+    command = [python, "-S", "-m", "ssh_gateway.ops", "shards", "--env", "prod", "--json"]
     done = subprocess.run(command, cwd=REPO, capture_output=True, text=True, check=True)
     assert json.loads(done.stdout) == [{"environment": "prod", "stack": "prod"}]
-    every = subprocess.run([*command[:4], "--json"], cwd=REPO, capture_output=True, text=True, check=True)
+    every = subprocess.run([*command[:5], "--json"], cwd=REPO, capture_output=True, text=True, check=True)
     listed = [entry["stack"] for entry in json.loads(every.stdout)]
     assert {"dev", "prod"} <= set(listed) and "local" not in listed
-    missing = subprocess.run([*command[:4], "--env", "stage"], cwd=REPO, capture_output=True, text=True, check=False)
+    missing = subprocess.run([*command[:5], "--env", "stage"], cwd=REPO, capture_output=True, text=True, check=False)
     assert missing.returncode == 2 and missing.stderr.startswith("ssh-gateway shards: --env 'stage': no stacks/")
 
 

@@ -11,17 +11,15 @@ One job a module: the shared value types are `ssh_gateway.core.fields`; here `se
 gives other systems, and `reader` the one way in: a stack's config or its stack file to `Settings`.
 """
 
+from ssh_gateway.core.instance_keys import INSTANCE_KEYS, ROUTINGS, TARGETS
 from ssh_gateway.core.outputs import Routing
 
 from .errors import SettingsError, decode_config, parse_settings
 from .reader import read_config, read_stack_file, stack_file_config
 from .schema import Settings
 from .sections import (
-    INSTANCE_KEYS,
     KINDS,
     NAMESPACE,
-    ROUTINGS,
-    TARGETS,
     ClusterIpInstance,
     Connect,
     ConnectModeInstance,

@@ -15,6 +15,7 @@ from pydantic import (
 )
 
 from ssh_gateway.core.credentials import API_KEY_CONFIG
+from ssh_gateway.core.instance_keys import ROUTINGS, TARGETS
 
 from .schema import Settings
 from .sections import (
@@ -23,8 +24,6 @@ from .sections import (
     INSTANCE_MODELS,
     KINDS,
     NAMESPACE,
-    ROUTINGS,
-    TARGETS,
     VIAS,
     Connect,
     ConnectServiceInstance,

@@ -23,6 +23,7 @@ from ssh_gateway.core.connect import (
     StandaloneEnvoy,
 )
 from ssh_gateway.core.firewall import Sources
+from ssh_gateway.core.instance_keys import ROUTINGS
 from ssh_gateway.core.nsg_fit import check_room
 from ssh_gateway.core.outputs import Routing
 from ssh_gateway.core.ports import EPHEMERAL, PortRange
@@ -31,7 +32,6 @@ from ssh_gateway.core.targets import ServiceSpec, StaticTarget, Target
 from . import translate
 from .sections import (
     NAMESPACE,
-    ROUTINGS,
     Connect,
     ConnectModeInstance,
     ConnectStaticInstance,

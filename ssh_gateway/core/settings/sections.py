@@ -36,6 +36,7 @@ from ssh_gateway.core.firewall import (
     parse_sources,
 )
 from ssh_gateway.core.host_identity import MAX_VALID_DAYS
+from ssh_gateway.core.instance_keys import TARGETS
 from ssh_gateway.core.names import DiscoverFrom
 from ssh_gateway.core.outputs import GatewayKind, Routing, Via
 from ssh_gateway.core.ports import PortRange
@@ -186,9 +187,6 @@ class Gateway(StrictModel):
     published_range: Range | None = Field(default=None, alias="publishedRange", description="default ports.range")
 
 
-ROUTINGS: Final = tuple(r.value for r in Routing)
-
-
 _NAMESPACE_HELP: Final = (
     "the namespace of its Service and host-key Secret (default kubernetes.namespace); on a static target, where "
     "its host-key Secret is delivered (none without it)"
@@ -312,7 +310,6 @@ ConnectModeInstance = ConnectServiceInstance | ConnectStaticInstance
 """An instance reached through the stack's CONNECT entry (no public port of its own)."""
 
 
-TARGETS: Final = ("nodePort", "clusterIp", "static")
 CONNECT_TAG: Final = "routing=connect"
 CONNECT_STATIC_TAG: Final = "routing=connect,target=static"
 
@@ -353,25 +350,6 @@ INSTANCE_MODELS: Final[tuple[type[BaseModel], ...]] = (
     ConnectStaticInstance,
 )
 """Every shape an instance can have, port-mode targets first (in the order of `TARGETS`)."""
-
-INSTANCE_KEYS: Final = (
-    "name",
-    "routing",
-    "user",
-    "target",
-    "namespace",
-    "port",
-    "selector",
-    "podPort",
-    "nodePort",
-    "staticHost",
-    "staticPort",
-    "sourceCidrs",
-    "hostKey",
-    "hostKeyGeneration",
-)
-"""The config keys of an instance in the order of the README's config table (the order `ssh-gateway instances
-add` writes them in); tests/unit/test_settings.py checks they are exactly the keys of `INSTANCE_MODELS`."""
 
 
 class _GatewaySettings(StrictModel):

@@ -11,6 +11,7 @@ import sys
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Final
 
+from ssh_gateway.core.instance_keys import INSTANCE_KEYS, ROUTINGS, TARGETS
 from ssh_gateway.ops.command import Command, ExitCodes, exit_codes, say_error
 from ssh_gateway.ops.exit_codes import ExitCode
 from ssh_gateway.plumbing.toolchain import REPO
@@ -38,8 +39,6 @@ def _flag(key: str) -> str:
 def _instance_options() -> dict[str, dict[str, Any]]:
     """`instances add`'s option for each instance key of the settings model (`INSTANCE_KEYS`, `name` is the
     positional argument): its type and help; the choices are the model's own."""
-    from ssh_gateway.core.settings import ROUTINGS, TARGETS
-
     return {
         "routing": {
             "choices": ROUTINGS,
@@ -65,8 +64,6 @@ _OPTION_ALIASES: Final = {"sourceCidrs": ("--source-cidr",)}
 
 
 def _add_instance_options(parser: argparse.ArgumentParser) -> None:
-    from ssh_gateway.core.settings import INSTANCE_KEYS
-
     options = _instance_options()
     for key in INSTANCE_KEYS[1:]:
         option = options[key]
@@ -76,8 +73,6 @@ def _add_instance_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _entry(args: argparse.Namespace) -> dict[str, Any]:
-    from ssh_gateway.core.settings import INSTANCE_KEYS
-
     values = {key: getattr(args, key, None) for key in INSTANCE_KEYS}
     if values["selector"] is not None:
         values["selector"] = dict(values["selector"])

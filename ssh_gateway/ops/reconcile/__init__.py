@@ -9,9 +9,8 @@ when it cannot, so a reconciler that misses an event, or runs while the API serv
 - `watch`: a stack's watches (list, watch from the resourceVersion, relist on 410, backoff when the server is gone);
 - `worker`: one per stack, one `up` at a time, changes batched into the next, debounce, resync, grace wake-up;
 - `lease`: the Kubernetes Lease per stack that two replicas take turns with;
-- `reconciler`: the stacks' parts put together; `command`: the CLI.
+- `reconciler`: the stacks' parts put together; `serve`: what `ssh-gateway reconcile` (ops/commands/reconcile.py)
+  runs: the targets read, the reconciler run until stopped.
+
+This package imports nothing at import time.
 """
-
-from .command import COMMAND, main
-
-__all__ = ["COMMAND", "main"]

@@ -26,10 +26,8 @@ from ssh_gateway.core.log_events import JSON_LOG_ENV, Log, LogEvent
 from ssh_gateway.core.names import DiscoverFrom, reconcile_lease_name, stack_label, status_config_map_name
 from ssh_gateway.core.settings import SettingsError, read_stack_file
 from ssh_gateway.kube import KubeError, api_client, read_status
-from ssh_gateway.ops import up as up_command
 from ssh_gateway.ops.automation import stack_file
 from ssh_gateway.ops.exit_codes import ExitCode
-from ssh_gateway.ops.recovery import recover as recover_command
 from ssh_gateway.plumbing.toolchain import REPO
 
 from .lease import StackLease
@@ -97,19 +95,14 @@ def stack_target(stack: str, work_dir: Path = REPO) -> StackTarget:
     )
 
 
-_STEP_MODULES: Final[Mapping[Action, str]] = {"up": up_command.__name__, "recover": recover_command.__name__}
-"""Each step's own module, which runs the same `COMMAND` as `ssh-gateway <action>`: the CLI's module imports every
-subcommand first (0.4-0.5 s on 2 busy cores, on every `up`), the step's own only what that step needs (0.1 s)."""
-
-
 def subprocess_steps(*, ambient: bool, skip_preview: bool, work_dir: Path = REPO) -> RunStep:
-    """Each step as the project's own command, `ssh-gateway <action> --stack S` (`python -m` its module), in this
-    process's group (a container killed kills it too: the next start heals what it left). Its phases join this
-    log."""
+    """Each step as the project's own command, `python -m ssh_gateway.ops <action> --stack S` (its commands import
+    their tool only when they run), in this process's group (a container killed kills it too: the next start heals
+    what it left). Its phases join this log."""
     env = {**os.environ, JSON_LOG_ENV: "1"}
 
     def run(action: Action, stack: str, arguments: Sequence[str]) -> int:
-        argv = [sys.executable, "-m", _STEP_MODULES[action], "--stack", stack, *arguments]
+        argv = [sys.executable, "-m", "ssh_gateway.ops", action, "--stack", stack, *arguments]
         argv += ["--ambient"] if ambient else []
         argv += ["--", "--skip-preview"] if skip_preview and action == "up" else []
         return subprocess.run(argv, cwd=work_dir, env=env, check=False).returncode  # noqa: S603 - our own argv

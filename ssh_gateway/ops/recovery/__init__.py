@@ -1,6 +1,6 @@
 """Recovery after a killed run: `ssh-gateway recover` (recover.py) and what it stands on.
 
-- recover.py: the command, in steps: a stale lock, a broken checkpoint, the pending operations, the objects
+- recover.py: the recovery, in steps: a stale lock, a broken checkpoint, the pending operations, the objects
   that exist but that no state holds;
 - adopt.py: the objects the program would create that exist already, by their deterministic ids and this stack's
   mark, imported with `pulumi import`; also whether a first `up` may skip its checkpoints (ssh_gateway/ops/up.py);
@@ -9,5 +9,6 @@
   file backend, which also repairs what a kill can break there) or azblob_backend.py (Azure Blob);
 - stack_lock.py: a pulumi lock file, and whether its process still runs.
 
-This package imports nothing at import time, so `ssh-gateway --help` loads only recover.py's parser.
+This package imports nothing at import time; `ssh-gateway recover` (ssh_gateway/ops/commands/recover.py) imports
+recover.py when it runs.
 """

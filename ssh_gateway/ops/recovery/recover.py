@@ -1,4 +1,5 @@
-"""`ssh-gateway recover --stack S [--json]`: make a stack whose `pulumi up` was killed usable again.
+"""`ssh-gateway recover --stack S [--json]` (ssh_gateway/ops/commands/recover.py): make a stack whose `pulumi up` was
+killed usable again.
 
 What a killed `up` leaves, and what this command does about each, in this order:
 
@@ -48,20 +49,17 @@ It prints what it did (`--json`: one JSON object). Exit codes:
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
 import tempfile
-from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from ssh_gateway.core.names import PANGOLIN_TYPE
-from ssh_gateway.ops.command import Command
 from ssh_gateway.ops.exit_codes import ExitCode
 from ssh_gateway.plumbing.pulumi_cli import PulumiFailed, run_pulumi
 from ssh_gateway.plumbing.toolchain import REPO, ToolchainMissing, pulumi_env
@@ -74,22 +72,7 @@ from .state_backend import AzblobError, StackState, stack_state
 if TYPE_CHECKING:
     from ssh_gateway.ops.pangolin_api import Resource
 
-__all__ = ["COMMAND", "Report", "main", "recover"]
-
-_CODES: Final = {
-    ExitCode.OK: "the stack is usable: every step succeeded, or there was nothing to do",
-    ExitCode.FAILED: "a step failed (Pangolin unreachable, a pulumi command failed, a broken checkpoint without a "
-    "sound .bak)",
-    ExitCode.CANNOT_RUN: "cannot run: bad arguments, no toolchain, no such stack, no API key",
-    ExitCode.REFUSED: "refused, nothing changed: the stack's lock is held by a live process, or by one on another host",
-}
-
-_DESCRIPTION: Final = (
-    "Make a stack whose `pulumi up` was killed usable again: remove its lock if the lock's process is gone "
-    "(never while it runs), repair an empty .attrs file or a truncated checkpoint, adopt each pending Pangolin "
-    "create that Pangolin made (or confirm it absent), clear the pending operations, import the Services, "
-    "Secrets and NSG rules of this stack that exist but that no state holds, and say what was done."
-)
+__all__ = ["Report", "recover", "run_recover"]
 
 
 @dataclass
@@ -359,57 +342,18 @@ def _adopt_existing(stack: str, project: str, work_dir: Path, env: dict[str, str
         )
 
 
-# --- the command -------------------------------------------------------------------------------------------------
+# --- the command's output --------------------------------------------------------------------------------------
 
 
-def _add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--stack", required=True, help="the stack whose `pulumi up` was interrupted")
-    parser.add_argument("--json", action="store_true", help="print the report as one JSON object")
-    parser.add_argument(
-        "--ambient",
-        action="store_true",
-        help="the pulumi on PATH with the environment's backend (PULUMI_BACKEND_URL, AZURE_STORAGE_*) and secrets, "
-        "not the offline toolchain's file backend",
-    )
-    parser.add_argument(
-        "--gone-host",
-        action="append",
-        default=[],
-        metavar="HOST",
-        help="a host known to be gone (a deleted pod): its locks are stale and removed; repeat it for several",
-    )
-
-
-def _run(args: argparse.Namespace) -> int:
-    gone = frozenset(str(h) for h in args.gone_host)
-    report = recover(str(args.stack), env=dict(os.environ) if args.ambient else None, gone_hosts=gone)
-    if args.json:
+def run_recover(
+    stack: str, *, ambient: bool = False, gone_hosts: frozenset[str] = frozenset(), json_output: bool = False
+) -> int:
+    """`ssh-gateway recover`: `recover`, its report printed (`json_output`: as one JSON object); its exit code.
+    `ambient`: the pulumi on PATH with the environment's backend and secrets, not the offline toolchain."""
+    report = recover(stack, env=dict(os.environ) if ambient else None, gone_hosts=gone_hosts)
+    if json_output:
         print(json.dumps(asdict(report), indent=2))
     else:
         for line in report.done:
             print(f"recover {report.stack}: {line}", file=sys.stdout if report.exit_code == ExitCode.OK else sys.stderr)
     return report.exit_code
-
-
-COMMAND: Final = Command(
-    name="recover",
-    summary="make a stack whose `pulumi up` was killed usable again",
-    description=_DESCRIPTION,
-    examples=(
-        "ssh-gateway recover --stack dev",
-        "ssh-gateway recover --stack dev --json",
-        "ssh-gateway recover --ambient --stack prod-a   # a shared backend (PULUMI_BACKEND_URL=azblob://...)",
-    ),
-    codes=_CODES,
-    run=_run,
-    arguments=_add_arguments,
-)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """`python -m ssh_gateway.ops.recovery.recover`; returns the exit code."""
-    return COMMAND.main(argv, prog="python -m ssh_gateway.ops.recovery.recover")
-
-
-if __name__ == "__main__":
-    sys.exit(main())

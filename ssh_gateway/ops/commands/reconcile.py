@@ -1,0 +1,74 @@
+"""`ssh-gateway reconcile`: ssh_gateway/ops/reconcile/ (`serve`), imported when it runs with the kubernetes
+client, so `ssh-gateway --help` stays fast."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Final
+
+from ssh_gateway.ops.command import Command
+from ssh_gateway.ops.exit_codes import ExitCode
+
+__all__ = ["COMMAND"]
+
+
+def _arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--stack",
+        action="append",
+        required=True,
+        help="a stack with an ssh-gateway:discovery section; repeat it for several (each has its own worker)",
+    )
+    parser.add_argument("--once", action="store_true", help="one pass for every stack, then exit (a scheduled job)")
+    parser.add_argument(
+        "--ambient",
+        action="store_true",
+        help="the pulumi on PATH with the environment's backend and secrets (a pod, CI), not the offline toolchain",
+    )
+    parser.add_argument(
+        "--skip-preview",
+        action="store_true",
+        help="`pulumi up --skip-preview`: the program runs once per up instead of twice (policy packs still run)",
+    )
+    parser.add_argument("--identity", help="who holds the stacks' leases (default: $POD_NAME, else host and pid)")
+    parser.add_argument(
+        "--resync", type=float, default=None, metavar="SECONDS", help="a pass at least this often (default: 600)"
+    )
+
+
+def _run(args: argparse.Namespace) -> int:
+    from ssh_gateway.ops.reconcile.serve import serve
+
+    return serve(
+        [str(s) for s in args.stack],
+        once=bool(args.once),
+        ambient=bool(args.ambient),
+        skip_preview=bool(args.skip_preview),
+        identity=args.identity,
+        resync=float(args.resync) if args.resync else None,
+    )
+
+
+COMMAND: Final = Command(
+    name="reconcile",
+    summary="keep stacks in step with the cluster: watch the selected objects, run up on a change",
+    description="Watches each stack's selected pods or Services (its ssh-gateway:discovery section) and runs the "
+    "stack's `ssh-gateway up` when one that matters is added, deleted or changed: one up per stack at a time, "
+    "changes during an up batched into the next, stacks (shards) in parallel, a resync every 10 minutes and a pass "
+    "when a grace period ends. A Kubernetes Lease per stack lets two replicas take turns. Before its first up, and "
+    "after one that failed, it runs `ssh-gateway recover`. One JSON line per event on stderr (docs/reconciler.md).",
+    examples=(
+        "ssh-gateway reconcile --stack dev",
+        "ssh-gateway reconcile --ambient --skip-preview --stack prod-a --stack prod-b   # in the Deployment",
+        "ssh-gateway reconcile --once --ambient --stack prod-a   # a scheduled CI job",
+    ),
+    codes={
+        ExitCode.OK: "stopped by SIGTERM or SIGINT; with --once: every up succeeded (or another replica's covered it)",
+        ExitCode.FAILED: "with --once: an up failed (the worst exit code of the stacks' ups is passed on)",
+        ExitCode.CANNOT_RUN: "the cluster cannot be reached with the stack's kubeconfig",
+        ExitCode.REFUSED: "a stack file cannot be read, its settings are invalid, or it has no ssh-gateway:discovery",
+        ExitCode.INTERRUPTED: "with --once: stopped (SIGTERM, SIGINT) before a stack's pass ran",
+    },
+    run=_run,
+    arguments=_arguments,
+)

@@ -1,0 +1,45 @@
+"""`ssh-gateway up`: ssh_gateway/ops/up.py (`run_up`)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Final
+
+from ssh_gateway.ops.command import Command, add_ambient
+from ssh_gateway.ops.exit_codes import ExitCode
+
+__all__ = ["COMMAND"]
+
+
+def _arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--stack", required=True, help="the stack to update")
+    add_ambient(parser)
+    parser.add_argument("extra", nargs=argparse.REMAINDER, help="more `pulumi up` arguments, after `--`")
+
+
+def _run(args: argparse.Namespace) -> int:
+    from ssh_gateway.ops.up import run_up
+
+    return run_up(str(args.stack), [a for a in args.extra if a != "--"], ambient=bool(args.ambient))
+
+
+COMMAND: Final = Command(
+    name="up",
+    summary="pulumi up; a first up writes its checkpoint once, at the end",
+    description="`pulumi up --yes` of a stack. On a first up (nothing in state yet) the checkpoint is written once, "
+    "at the end, instead of after every step (PULUMI_SKIP_CHECKPOINTS): linear instead of quadratic in the "
+    "instances. If a run dies: `ssh-gateway recover`, then `ssh-gateway up` again.",
+    examples=(
+        "ssh-gateway up --stack dev",
+        "ssh-gateway up --ambient --stack prod-a   # CI: its backend, its CLI",
+        "ssh-gateway up --stack dev -- --parallel 16",
+    ),
+    codes={
+        ExitCode.OK: "the update succeeded",
+        ExitCode.FAILED: "pulumi up failed (pulumi's own nonzero code is passed on); if it was interrupted: recover, "
+        "then up",
+        ExitCode.CANNOT_RUN: "cannot run: no toolchain, no such stack",
+    },
+    run=_run,
+    arguments=_arguments,
+)

@@ -11,7 +11,6 @@ Exit codes: 0 no drift, 1 drift, 2 the preview itself failed (its errors are pri
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -23,9 +22,9 @@ from ssh_gateway.core.names import entry_of, instance_of, urn_name, urn_type
 from ssh_gateway.plumbing.toolchain import REPO, pulumi_env
 
 from .exit_codes import ExitCode
-from .preview_steps import Preview, parse_preview
+from .preview.steps import Preview, parse_preview
 
-__all__ = ["Drift", "report", "run"]
+__all__ = ["Drift", "check_drift", "report"]
 
 # Steps that only read: everything else is a change the preview proposes.
 _QUIET_OPS: Final = frozenset({"same", "read", "refresh", "discard", "read-discard"})
@@ -119,15 +118,16 @@ def report(stack: str, drifts: Sequence[Drift]) -> str:
     return "\n".join(lines)
 
 
-def _run(stack: str, *, ambient: bool) -> subprocess.CompletedProcess[str]:
+def _preview(stack: str, *, ambient: bool) -> subprocess.CompletedProcess[str]:
     argv = ["pulumi", "preview", "--refresh", "--expect-no-changes", "--json", "--non-interactive", "--stack", stack]
     env = dict(os.environ) if ambient else pulumi_env()
     return subprocess.run(argv, cwd=REPO, env=env, capture_output=True, text=True, check=False)  # noqa: S603
 
 
-def run(args: argparse.Namespace) -> int:
-    """The check for parsed arguments (`ssh-gateway drift-check`'s: `stack`, `ambient`); returns the exit code."""
-    result = _run(args.stack, ambient=args.ambient)
+def check_drift(stack: str, *, ambient: bool = False) -> int:
+    """`ssh-gateway drift-check`: the drift of `stack` printed; OK none, FAILED drift, CANNOT_RUN no preview.
+    `ambient`: the pulumi on PATH with the environment's backend and secrets (CI), not the offline toolchain."""
+    result = _preview(stack, ambient=ambient)
     try:
         document = json.loads(result.stdout) if result.stdout.strip() else None
     except json.JSONDecodeError:
@@ -136,11 +136,11 @@ def run(args: argparse.Namespace) -> int:
     errors = preview.errors() if preview is not None else []
     drifts = drift_of(preview) if preview is not None else []
     if drifts:
-        print(report(args.stack, drifts))
+        print(report(stack, drifts))
         return ExitCode.FAILED
     if result.returncode != 0 or preview is None:
         detail = "\n".join(errors) or result.stderr.strip() or result.stdout.strip()[:2000]
-        print(f"drift-check: the preview of stack {args.stack} failed (exit {result.returncode}):\n{detail}")
+        print(f"drift-check: the preview of stack {stack} failed (exit {result.returncode}):\n{detail}")
         return ExitCode.CANNOT_RUN
-    print(report(args.stack, []))
+    print(report(stack, []))
     return ExitCode.OK

@@ -14,11 +14,14 @@ and the value named, and the file stays unchanged byte for byte.
 
 from __future__ import annotations
 
+import difflib
 import io
 import json
 import re
-from collections.abc import Mapping, Sequence
+import sys
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Final
 
 from ruamel.yaml import YAML
@@ -26,13 +29,18 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.error import YAMLError
 
 from ssh_gateway.core.settings import INSTANCE_KEYS, Settings, SettingsError, read_stack_file, stack_file_config
+from ssh_gateway.ops.command import say_error
+from ssh_gateway.ops.exit_codes import ExitCode
+from ssh_gateway.plumbing.toolchain import REPO
 
 __all__ = [
     "INSTANCE_KEYS",
     "InstanceError",
     "add_instance",
     "described",
+    "edit_stack_instances",
     "list_instances",
+    "list_stack_instances",
     "remove_instance",
     "validate",
 ]
@@ -257,3 +265,88 @@ def described(entries: Sequence[Mapping[str, Any]]) -> list[str]:
         rows.append((str(entry.get("name")), str(entry.get("user", "root")), target, port, detail))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     return ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows]
+
+
+# --- the command: `ssh-gateway instances` on stacks/Pulumi.<stack>.yaml -------------------------------------------
+
+
+@dataclass(frozen=True)
+class _StackFile:
+    path: Path
+    shown: str
+    """Its path from the repo's root, as messages and diffs name it."""
+    text: str
+
+
+def _stack_file(stack: str) -> _StackFile | None:
+    from ssh_gateway.ops.automation import stack_file
+
+    path = stack_file(stack)
+    shown = str(path.relative_to(REPO))
+    if not path.exists():
+        say_error(f"{shown} does not exist: no stack {stack!r} in stacks/")
+        return None
+    return _StackFile(path, shown, path.read_bytes().decode("utf-8"))
+
+
+def list_stack_instances(stack: str, *, json_output: bool = False) -> int:
+    """`ssh-gateway instances list`: the stack file's instances, as a table or JSON."""
+    file = _stack_file(stack)
+    if file is None:
+        return ExitCode.CANNOT_RUN
+    try:
+        entries = list_instances(file.text)
+    except InstanceError as exc:
+        say_error(f"refused, {file.shown} is unchanged: {exc}")
+        return ExitCode.REFUSED
+    print(json.dumps(entries, indent=2) if json_output else "\n".join(described(entries)))
+    return ExitCode.OK
+
+
+def edit_stack_instances(
+    stack: str,
+    edit: Callable[[str], str],
+    *,
+    dry_run: bool = False,
+    preview: bool = True,
+    json_output: bool = False,
+) -> int:
+    """`ssh-gateway instances add|remove`: the stack file edited by `edit` (`add_instance` or `remove_instance` of
+    its text), its diff shown, written unless `dry_run`, then the preview of the change unless not `preview`."""
+    file = _stack_file(stack)
+    if file is None:
+        return ExitCode.CANNOT_RUN
+    try:
+        after = edit(file.text)
+    except InstanceError as exc:
+        say_error(f"refused, {file.shown} is unchanged: {exc}")
+        return ExitCode.REFUSED
+    diff = "".join(difflib.unified_diff(file.text.splitlines(True), after.splitlines(True), file.shown, file.shown))
+    if not dry_run:
+        file.path.write_bytes(after.encode("utf-8"))
+    report: dict[str, Any] = {"stack": stack, "file": file.shown, "written": not dry_run, "diff": diff}
+    if not json_output:
+        sys.stdout.write(diff)
+        print(f"{'dry run, not written' if dry_run else 'wrote'}: {file.shown}")
+    if dry_run or not preview:
+        if json_output:
+            print(json.dumps(report, indent=2))
+        return ExitCode.OK
+    return _show_preview(stack, file.shown, report, json_output=json_output)
+
+
+def _show_preview(stack: str, shown: str, report: Mapping[str, Any], *, json_output: bool) -> int:
+    from ssh_gateway.ops.preview.run import run_preview
+    from ssh_gateway.ops.preview.summary import summary_json, summary_markdown
+
+    if not json_output:
+        print(f"==> pulumi preview --stack {stack} (the change as a reviewer sees it)", flush=True)
+    preview = run_preview(stack)
+    if preview.document is None:
+        say_error(f"{shown} was written, but its preview printed no JSON (exit code {preview.code})")
+        return ExitCode.CANNOT_RUN
+    if json_output:
+        print(json.dumps({**report, "previewExitCode": preview.code, "preview": summary_json(preview.document)}))
+    else:
+        sys.stdout.write(summary_markdown(preview.document))
+    return ExitCode.OK if preview.code == 0 else ExitCode.FAILED

@@ -32,18 +32,26 @@ Lines outside the managed sections are never changed: they are kept byte for byt
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import re
+import shutil
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from ssh_gateway.core.fields import is_host_key
+from ssh_gateway.core.outputs import parse_stack_outputs
 from ssh_gateway.core.ports import is_port
 from ssh_gateway.core.trust import known_hosts_file
+
+from .command import say_error
+from .exit_codes import ExitCode
+from .stack_outputs import outputs_of
 
 __all__ = [
     "Layout",
@@ -55,6 +63,7 @@ __all__ = [
     "plan",
     "render_diff",
     "verify_with_ssh",
+    "write_ssh_config",
 ]
 
 _KEYWORD: Final = re.compile(r"^\s*([A-Za-z][A-Za-z0-9]*)(?:\s*=\s*|\s+)(.*?)\s*$")
@@ -557,3 +566,92 @@ def apply(changes: Sequence[FileChange]) -> list[Path]:
             _write(change.path, change.after, change.mode)
         touched.append(change.path)
     return touched
+
+
+# --- the command: `ssh-gateway ssh-config` ---------------------------------------------------------------------
+
+
+def _read_stacks(
+    stacks: Sequence[str], *, outputs_file: Path | None, ambient: bool, remove: bool
+) -> dict[str, StackSsh | None] | None:
+    """Each stack's sshConfig and knownHosts outputs (None: its section goes); None, said, when one cannot be read."""
+    read: dict[str, StackSsh | None] = {}
+    for stack in stacks:
+        if remove:
+            read[stack] = None
+            continue
+        try:
+            outputs = outputs_of(stack, outputs_file, ambient=ambient)
+        except (ValueError, OSError) as exc:
+            say_error(f"cannot read the outputs of stack {stack}: {exc}")
+            return None
+        try:
+            parsed = parse_stack_outputs(outputs)
+        except (KeyError, TypeError, ValueError) as exc:
+            say_error(f"cannot read the outputs of stack {stack}: not the outputs ssh-gateway writes ({exc!r})")
+            return None
+        if not parsed.has_ssh_config:
+            say_error(f"stack {stack} has no sshConfig output: run `pulumi up` on it first")
+            return None
+        read[stack] = StackSsh(parsed.ssh_config, parsed.known_hosts)
+    return read
+
+
+def write_ssh_config(
+    stacks: Sequence[str],
+    *,
+    outputs_file: Path | None = None,
+    ambient: bool = False,
+    write: bool = False,
+    include: bool = False,
+    remove: bool = False,
+    json_output: bool = False,
+) -> int:
+    """`ssh-gateway ssh-config`: the stacks' sections (`include`: files) in $HOME's ~/.ssh, their diff shown and,
+    with `write`, written; `remove` takes them out. `outputs_file`: one stack's saved `pulumi stack output --json`."""
+    if outputs_file is not None and len(stacks) != 1:
+        say_error("--outputs holds one stack's outputs: give exactly one --stack with it")
+        return ExitCode.CANNOT_RUN
+    home = Path.home()  # $HOME, which the tests point at a temporary directory
+    read = _read_stacks(stacks, outputs_file=outputs_file, ambient=ambient, remove=remove)
+    if read is None:
+        return ExitCode.CANNOT_RUN
+    try:
+        planned = plan(home, read, include=include)
+        ssh = shutil.which("ssh")
+        if ssh is not None:  # without an ssh client here, nothing would read the file anyway
+            verify_with_ssh(planned, ssh)
+    except SshConfigError as exc:
+        say_error(str(exc))
+        return ExitCode.REFUSED
+    written = apply(planned.changed) if write else []
+    if json_output:
+        print(json.dumps(_json_report(planned, home, list(read), include=include, written=written), indent=2))
+    else:
+        _say_what_changed(planned, home, ", ".join(stacks), written=written)
+    return ExitCode.OK
+
+
+def _json_report(planned: Plan, home: Path, stacks: list[str], *, include: bool, written: list[Path]) -> dict[str, Any]:
+    files = [
+        {"path": str(c.path), "changed": c.changed, "removed": c.after is None, "diff": render_diff([c], home)}
+        for c in planned.changes
+    ]
+    layout = "include" if include else "section"
+    return {"stacks": stacks, "layout": layout, "written": bool(written), "files": files}
+
+
+def _say_what_changed(planned: Plan, home: Path, names: str, *, written: list[Path]) -> None:
+    changed = planned.changed
+    sys.stdout.write(render_diff(changed, home))
+    if not changed:
+        shown = ", ".join(_shown(c.path, home) for c in planned.changes)
+        print(f"no change: the ssh config of stack(s) {names} is up to date ({shown})")
+    elif written:
+        removed = {c.path for c in changed if c.after is None}
+        wrote = ", ".join(_shown(p, home) for p in written if p not in removed)
+        gone = ", ".join(_shown(p, home) for p in written if p in removed)
+        done = "; ".join(part for part in (wrote and f"wrote {wrote}", gone and f"removed {gone}") if part)
+        print(f"{done} (stack(s) {names})")
+    else:
+        print(f"dry run: {len(changed)} file(s) would change; run again with --write to apply")

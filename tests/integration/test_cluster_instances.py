@@ -15,7 +15,7 @@ from pulumi import automation as auto
 from pangolin_emulator.harness import EmulatorHandle
 from ssh_gateway.core.names import urn_name
 from ssh_gateway.local.control_plane import RESTRICTED_USER, ControlPlane
-from ssh_gateway.ops.preview_summary import summarize
+from ssh_gateway.ops.preview.summary import summarize
 
 from .cli import pulumi
 from .conftest import StackFactory, stack_config

@@ -16,7 +16,7 @@ import pytest
 
 from pangolin_emulator.harness import EmulatorHandle
 from ssh_gateway.local.control_plane import ControlPlane
-from ssh_gateway.ops.preview_summary import render, summarize
+from ssh_gateway.ops.preview.summary import render, summarize
 from ssh_gateway.plumbing.toolchain import REPO
 
 from .cli import pulumi, run

@@ -11,7 +11,7 @@ import pytest
 from pulumi.automation import OpType
 
 from pangolin_emulator.harness import EmulatorHandle
-from ssh_gateway.ops.preview_summary import summarize
+from ssh_gateway.ops.preview.summary import summarize
 
 from .conftest import StackFactory, stack_config, static_instance
 from .probe import make_probe

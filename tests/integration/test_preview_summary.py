@@ -7,7 +7,7 @@ import json
 import pytest
 
 from pangolin_emulator.harness import EmulatorHandle
-from ssh_gateway.ops.preview_summary import render, summarize
+from ssh_gateway.ops.preview.summary import render, summarize
 from ssh_gateway.plumbing.toolchain import REPO
 
 from .cli import pulumi, run

@@ -1,4 +1,4 @@
-"""`ssh-gateway drift-check`: ssh_gateway/ops/drift_check.py."""
+"""`ssh-gateway drift-check`: ssh_gateway/ops/drift_check.py (`check_drift`)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ __all__ = ["COMMAND"]
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ssh_gateway.ops import drift_check
+    from ssh_gateway.ops.drift_check import check_drift
 
-    return drift_check.run(args)
+    return check_drift(str(args.stack), ambient=bool(args.ambient))
 
 
 def _arguments(parser: argparse.ArgumentParser) -> None:

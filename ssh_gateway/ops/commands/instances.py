@@ -1,22 +1,17 @@
-"""`ssh-gateway instances`: add, remove or list a stack's instances, by ssh_gateway/ops/instances.py, then show the
-preview of the edit."""
+"""`ssh-gateway instances`: add, remove or list a stack's instances, by ssh_gateway/ops/instances.py
+(`list_stack_instances`, `edit_stack_instances`), then show the preview of the edit."""
 
 from __future__ import annotations
 
 import argparse
-import difflib
-import json
 import re
-import sys
 from collections.abc import Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any, Final
 
 from ssh_gateway.core.instance_keys import INSTANCE_KEYS, ROUTINGS, TARGETS
-from ssh_gateway.ops.command import Command, ExitCodes, exit_codes, say_error
+from ssh_gateway.ops.command import Command, ExitCodes, exit_codes
 from ssh_gateway.ops.exit_codes import ExitCode
-from ssh_gateway.plumbing.toolchain import REPO
-
-from .preview_summary import run_preview, summary_json, summary_markdown
 
 if TYPE_CHECKING:
     from ssh_gateway.ops.command import Commands
@@ -81,49 +76,17 @@ def _entry(args: argparse.Namespace) -> dict[str, Any]:
 
 def _run(args: argparse.Namespace) -> int:
     from ssh_gateway.ops import instances
-    from ssh_gateway.ops.automation import stack_file
 
-    path = stack_file(args.stack)
-    if not path.exists():
-        say_error(f"{path.relative_to(REPO)} does not exist: no stack {args.stack!r} in stacks/")
-        return ExitCode.CANNOT_RUN
-    before = path.read_bytes().decode("utf-8")
-    try:
-        if args.action == "list":
-            entries = instances.list_instances(before)
-            print(json.dumps(entries, indent=2) if args.json else "\n".join(instances.described(entries)))
-            return ExitCode.OK
-        after = (
-            instances.add_instance(before, _entry(args))
-            if args.action == "add"
-            else instances.remove_instance(before, args.name)
-        )
-    except instances.InstanceError as exc:
-        say_error(f"refused, {path.relative_to(REPO)} is unchanged: {exc}")
-        return ExitCode.REFUSED
-    shown = str(path.relative_to(REPO))
-    diff = "".join(difflib.unified_diff(before.splitlines(True), after.splitlines(True), shown, shown))
-    if not args.dry_run:
-        path.write_bytes(after.encode("utf-8"))
-    report: dict[str, Any] = {"stack": args.stack, "file": shown, "written": not args.dry_run, "diff": diff}
-    if not args.json:
-        sys.stdout.write(diff)
-        print(f"{'dry run, not written' if args.dry_run else 'wrote'}: {shown}")
-    if args.dry_run or args.no_preview:
-        if args.json:
-            print(json.dumps(report, indent=2))
-        return ExitCode.OK
-    if not args.json:
-        print(f"==> pulumi preview --stack {args.stack} (the change as a reviewer sees it)", flush=True)
-    preview = run_preview(args.stack)
-    if preview.document is None:
-        say_error(f"{shown} was written, but its preview printed no JSON (exit code {preview.code})")
-        return ExitCode.CANNOT_RUN
-    if args.json:
-        print(json.dumps({**report, "previewExitCode": preview.code, "preview": summary_json(preview.document)}))
+    stack = str(args.stack)
+    if args.action == "list":
+        return instances.list_stack_instances(stack, json_output=bool(args.json))
+    if args.action == "add":
+        edit = partial(instances.add_instance, entry=_entry(args))
     else:
-        sys.stdout.write(summary_markdown(preview.document))
-    return ExitCode.OK if preview.code == 0 else ExitCode.FAILED
+        edit = partial(instances.remove_instance, name=str(args.name))
+    return instances.edit_stack_instances(
+        stack, edit, dry_run=bool(args.dry_run), preview=not args.no_preview, json_output=bool(args.json)
+    )
 
 
 _EXAMPLES: Final = (

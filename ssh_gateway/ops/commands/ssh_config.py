@@ -1,98 +1,30 @@
 """`ssh-gateway ssh-config`: the stacks' Host blocks and known_hosts lines in ~/.ssh, by
-ssh_gateway/ops/ssh_config.py."""
+ssh_gateway/ops/ssh_config.py (`write_ssh_config`)."""
 
 from __future__ import annotations
 
 import argparse
-import json
-import shutil
-import sys
 from pathlib import Path
 from typing import Final
 
-from ssh_gateway.ops.command import Command, add_ambient, say_error
+from ssh_gateway.ops.command import Command, add_ambient
 from ssh_gateway.ops.exit_codes import ExitCode
-from ssh_gateway.ops.stack_outputs import outputs_of
 
 __all__ = ["COMMAND"]
 
 
 def _run(args: argparse.Namespace) -> int:
-    # Here, not at the top: the settings' types load pydantic, and `ssh-gateway --help` need not wait for it.
-    from ssh_gateway.core.outputs import parse_stack_outputs
-    from ssh_gateway.ops import ssh_config
+    from ssh_gateway.ops.ssh_config import write_ssh_config
 
-    if args.outputs is not None and len(args.stack) != 1:
-        say_error("--outputs holds one stack's outputs: give exactly one --stack with it")
-        return ExitCode.CANNOT_RUN
-    home = Path.home()  # $HOME, which the tests point at a temporary directory
-    stacks: dict[str, ssh_config.StackSsh | None] = {}
-    for stack in args.stack:
-        if args.remove:
-            stacks[stack] = None
-            continue
-        try:
-            outputs = outputs_of(stack, args.outputs, ambient=args.ambient)
-        except (ValueError, OSError) as exc:
-            say_error(f"cannot read the outputs of stack {stack}: {exc}")
-            return ExitCode.CANNOT_RUN
-        try:
-            read = parse_stack_outputs(outputs)
-        except (KeyError, TypeError, ValueError) as exc:
-            say_error(f"cannot read the outputs of stack {stack}: not the outputs ssh-gateway writes ({exc!r})")
-            return ExitCode.CANNOT_RUN
-        if not read.has_ssh_config:
-            say_error(f"stack {stack} has no sshConfig output: run `pulumi up` on it first")
-            return ExitCode.CANNOT_RUN
-        stacks[stack] = ssh_config.StackSsh(read.ssh_config, read.known_hosts)
-    try:
-        plan = ssh_config.plan(home, stacks, include=args.include)
-        ssh = shutil.which("ssh")
-        if ssh is not None:  # without an ssh client here, nothing would read the file anyway
-            ssh_config.verify_with_ssh(plan, ssh)
-    except ssh_config.SshConfigError as exc:
-        say_error(str(exc))
-        return ExitCode.REFUSED
-    changes, changed = plan.changes, plan.changed
-    shown = [_home_relative(c.path, home) for c in changes]
-    written = ssh_config.apply(changed) if args.write else []
-    if args.json:
-        report = {
-            "stacks": list(stacks),
-            "layout": "include" if args.include else "section",
-            "written": bool(written),
-            "files": [
-                {
-                    "path": str(c.path),
-                    "changed": c.changed,
-                    "removed": c.after is None,
-                    "diff": ssh_config.render_diff([c], home),
-                }
-                for c in changes
-            ],
-        }
-        print(json.dumps(report, indent=2))
-        return ExitCode.OK
-    sys.stdout.write(ssh_config.render_diff(changed, home))
-    names = ", ".join(args.stack)
-    if not changed:
-        print(f"no change: the ssh config of stack(s) {names} is up to date ({', '.join(shown)})")
-    elif written:
-        removed = {c.path for c in changed if c.after is None}
-        wrote = ", ".join(_home_relative(p, home) for p in written if p not in removed)
-        gone = ", ".join(_home_relative(p, home) for p in written if p in removed)
-        done = "; ".join(part for part in (wrote and f"wrote {wrote}", gone and f"removed {gone}") if part)
-        print(f"{done} (stack(s) {names})")
-    else:
-        print(f"dry run: {len(changed)} file(s) would change; run again with --write to apply")
-    return ExitCode.OK
-
-
-def _home_relative(path: Path, home: Path) -> str:
-    try:
-        return "~/" + str(path.relative_to(home))
-    except ValueError:
-        return str(path)
+    return write_ssh_config(
+        [str(s) for s in args.stack],
+        outputs_file=args.outputs,
+        ambient=bool(args.ambient),
+        write=bool(args.write),
+        include=bool(args.include),
+        remove=bool(args.remove),
+        json_output=bool(args.json),
+    )
 
 
 def _arguments(parser: argparse.ArgumentParser) -> None:

@@ -55,7 +55,7 @@ from ssh_gateway.core.names import (
     stack_mark,
     stack_marked,
 )
-from ssh_gateway.ops.preview_steps import Step, parse_preview
+from ssh_gateway.ops.preview.steps import Step, parse_preview
 from ssh_gateway.plumbing.pulumi_cli import SECRET_SIG, SECRET_SIG_KEY, PulumiFailed, revealed, run_pulumi
 
 __all__ = [

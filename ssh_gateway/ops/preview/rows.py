@@ -1,18 +1,6 @@
-"""The reviewer's view of a preview: `pulumi preview --json` as a short Markdown table.
-
-    scripts/pulumi preview --json --stack dev | ssh-gateway preview-summary --file -
-    ssh-gateway preview-summary --file preview.json
-    scripts/preview-summary dev            # runs the preview, then renders it
-
-One row per instance the preview touches: added, removed, port changed, target changed, routing changed, or
-touched (something of it changes, but neither its port nor its target), with its public endpoint and the NSG
-rules it opens or closes; a connect-mode instance's row gives its CONNECT authority, and the stack's CONNECT
-entry has a row of its own.
-Then the warnings: the port range nearly exhausted, ports freed, rules open to anyone, and the preview's errors.
-
-It reads the preview's steps, diagnostics and the stack's config through the one model of a preview
-(ssh_gateway/ops/preview_steps.py).
-"""
+"""One row per instance a preview touches (and one for the stack's CONNECT entry): what happens to its port, target,
+routing and NSG rules, read from the preview's steps (ssh_gateway/ops/preview/steps.py) with the stack's config
+and outputs (ssh_gateway/ops/preview/context.py). summary.py sorts them and adds the warnings."""
 
 from __future__ import annotations
 
@@ -20,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from ssh_gateway.core.firewall import opens_to_world, ports_of
+from ssh_gateway.core.firewall import ports_of
 from ssh_gateway.core.names import (
     COMPONENT_TYPE,
     CONNECT_ENTRY_TYPE,
@@ -38,22 +26,12 @@ from ssh_gateway.core.names import (
 )
 from ssh_gateway.core.outputs import Routing
 
-from .preview_context import (
-    ENTRY_ROW,
-    Allocation,
-    Endpoints,
-    as_int,
-    outputs_before,
-    read_allocation,
-    read_endpoints,
-)
-from .preview_steps import Preview, Step, parse_preview
+from .context import ENTRY_ROW, Allocation, Endpoints, as_int
+from .steps import Preview, Step
 
-__all__ = ["Summary", "render", "summarize"]
+__all__ = ["InstanceChange", "instance_rows"]
 
 
-EXHAUSTION_THRESHOLD: Final = 0.8
-"""Warn when at least this share of the range's usable ports is allocated."""
 _TARGET_KEYS: Final = ("siteId", "targetIp", "targetPort")
 # The ops a step can have, reduced to what happened to the resource. A replacement shows up as up to three
 # steps (`delete-replaced`, `replace`, `create-replacement`); `same`, `read` and `refresh` change nothing.
@@ -92,17 +70,6 @@ class InstanceChange:
     """What else changes (resource and property names), for rows whose port and target stay."""
     routing: Routing = Routing.PORT
     """`port`, or `connect` for a connect-mode instance (and the CONNECT entry's row)."""
-
-
-@dataclass(frozen=True)
-class Summary:
-    """A preview, read for review."""
-
-    stack: str | None
-    rows: tuple[InstanceChange, ...]
-    warnings: tuple[str, ...]
-    resource_changes: Mapping[str, int] = field(default_factory=dict)
-    """The preview's own `changeSummary` (resources by op)."""
 
 
 # --- reading ---------------------------------------------------------------------------------------------------
@@ -149,14 +116,6 @@ def _collect(steps: Sequence[Step]) -> dict[str, _Instance]:
         if step.replace_reasons:
             inst.replace_reasons[kind] = sorted({*inst.replace_reasons.get(kind, []), *step.replace_reasons})
     return instances
-
-
-def _stack_name(steps: Sequence[Step]) -> str | None:
-    for step in steps:
-        urn = step.urn
-        if urn.startswith("urn:pulumi:"):
-            return urn.removeprefix("urn:pulumi:").split("::", 1)[0]
-    return None
 
 
 # --- deciding ----------------------------------------------------------------------------------------------------
@@ -239,6 +198,17 @@ def _changed_keys(step: Step) -> list[str]:
     return sorted(k for k in {*old, *new} if not k.startswith("__") and old.get(k) != new.get(k))
 
 
+def _change(component: str | None, *, port_moved: bool, target_moved: bool, left_connect: bool) -> str:
+    """A port-mode instance's change, from what happens to its component, port, target and route."""
+    if component != "delete" and left_connect:
+        return "routing changed (connect → port)"  # its route goes, its Service stays (aliased)
+    if component in ("create", "delete"):
+        return "added" if component == "create" else "removed"
+    if port_moved:
+        return "port and target changed" if target_moved else "port changed"
+    return "target changed" if target_moved else "touched"
+
+
 def _row(inst: _Instance, alloc: Allocation, endpoints: Endpoints, merged: _MergedPorts) -> InstanceChange:
     component = inst.ops.get(COMPONENT_TYPE)
     pangolin = inst.steps.get(PANGOLIN_TYPE)
@@ -256,21 +226,7 @@ def _row(inst: _Instance, alloc: Allocation, endpoints: Endpoints, merged: _Merg
     service_op = inst.ops.get(SERVICE_TYPE)
     target_moved = target_moved or (component is None and service_op is not None)
     left_connect = inst.ops.get(ENVOY_FILTER_TYPE) == "delete" or endpoints.was_connect(inst.name)
-    if component != "delete" and left_connect:
-        change = "routing changed (connect → port)"  # its route goes, its Service stays (aliased)
-    elif component == "create":
-        change = "added"
-    elif component == "delete":
-        change = "removed"
-    elif port_moved and target_moved:
-        change = "port and target changed"
-    elif port_moved:
-        change = "port changed"
-    elif target_moved:
-        change = "target changed"
-    else:
-        change = "touched"
-
+    change = _change(component, port_moved=port_moved, target_moved=target_moved, left_connect=left_connect)
     if old_target and new_target and old_target != new_target:
         target = f"{old_target} → {new_target}"
     else:
@@ -384,134 +340,13 @@ def _any_row(inst: _Instance, alloc: Allocation, endpoints: Endpoints, merged: _
     return _row(inst, alloc, endpoints, merged)
 
 
-def _warnings(preview: Preview, rows: Sequence[InstanceChange], alloc: Allocation) -> list[str]:
-    warnings = []
-    if alloc.port_range is not None:
-        rng = alloc.port_range
-        usable = rng.size - len([p for p in set(alloc.reserved) if p in rng])
-        used = len(alloc.new_ports)
-        if usable > 0 and used / usable >= EXHAUSTION_THRESHOLD:
-            warnings.append(
-                f"Port range {rng} is {used * 100 // usable}% allocated ({used} of {usable} usable ports, "
-                f"{max(usable - used, 0)} free): widen `ssh-gateway:ports.range` (and the gateway's published "
-                "range) before it runs out."
-            )
-    old_holders = {port: name for name, port in alloc.old_ports.items()}
-    freed = sorted(set(alloc.old_ports.values()) - set(alloc.new_ports.values()))
-    if freed:
-        listed = ", ".join(f"{p} (was `{old_holders[p]}`)" for p in freed)
-        warnings.append(
-            f"Ports freed: {listed}. An ssh config that still has the old endpoint stops working; the allocator "
-            "hands a freed port out again only after every never-used port."
-        )
-    for name, port in sorted(alloc.new_ports.items(), key=lambda item: item[1]):
-        previous = old_holders.get(port)
-        if previous is not None and previous != name:
-            warnings.append(
-                f"Port {port} passes from `{previous}` to `{name}`: an ssh config that still has `{previous}` on "
-                f"{port} now reaches `{name}` (its host key differs, so ssh will refuse until the entry is fixed)."
-            )
-    for row in rows:
-        for rule in row.firewall:
-            opened = rule.split(" to ", 1)[1] if " to " in rule else ""
-            if opens_to_world(opened.split(",")):
-                warnings.append(f"`{row.instance}`: the NSG rule {rule}, i.e. to anyone.")
-    for diagnostic in preview.diagnostics:
-        if diagnostic.severity in ("error", "warning"):
-            message = diagnostic.message.strip().removeprefix("error: ")
-            where = f" ({urn_name(diagnostic.urn)})" if diagnostic.urn else ""
-            warnings.append(f"Preview {diagnostic.severity}{where}: {message}")
-    return warnings
-
-
-_ORDER: Final = (
-    "added",
-    "port and target changed",
-    "port changed",
-    "target changed",
-    "routing changed (port → connect)",
-    "routing changed (connect → port)",
-    "touched",
-    "removed",
-)
-
-
-def summarize(document: Mapping[str, Any]) -> Summary:
-    """Reads a `pulumi preview --json` document."""
-    preview = parse_preview(document)
-    steps = preview.steps
-    old_outputs = outputs_before(steps)
-    alloc = read_allocation(steps, old_outputs)
-    endpoints = read_endpoints(preview, old_outputs)
-    merged = _merged_ports(steps)
-    instances = _collect(steps)
+def instance_rows(preview: Preview, alloc: Allocation, endpoints: Endpoints) -> list[InstanceChange]:
+    """The rows of the instances (and the CONNECT entry) the preview touches, in no particular order."""
+    merged = _merged_ports(preview.steps)
+    instances = _collect(preview.steps)
     # An instance whose port only a merged rule opens or closes has no step of its own: its row comes from there.
     holders = {**{p: n for n, p in alloc.old_ports.items()}, **{p: n for n, p in alloc.new_ports.items()}}
     for port in sorted(merged.changed()):
         if port in holders:
             instances.setdefault(holders[port], _Instance(holders[port]))
-    rows = sorted(
-        (_any_row(inst, alloc, endpoints, merged) for inst in instances.values()),
-        key=lambda r: (_ORDER.index(r.change), r.instance),
-    )
-    return Summary(
-        stack=_stack_name(steps),
-        rows=tuple(rows),
-        warnings=tuple(_warnings(preview, rows, alloc)),
-        resource_changes=dict(preview.change_summary),
-    )
-
-
-# --- rendering ---------------------------------------------------------------------------------------------------
-
-
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
-
-
-def _change_cell(row: InstanceChange) -> str:
-    text = row.change
-    if row.change in ("port changed", "port and target changed"):
-        text += f" ({row.old_port} → {row.new_port})"
-    if row.replaced:
-        text += "; replaces " + ", ".join(row.replaced)
-    if row.touched:
-        text += ": " + "; ".join(row.touched)
-    return text
-
-
-def render(summary: Summary) -> str:
-    """The Markdown comment: a heading, the table, the warnings."""
-    counts: dict[str, int] = {}
-    for row in summary.rows:
-        if row.instance != ENTRY_ROW:
-            counts[row.change] = counts.get(row.change, 0) + 1
-    title = f"### ssh-gateway preview: `{summary.stack}`" if summary.stack else "### ssh-gateway preview"
-    lines = [title, ""]
-    if summary.rows:
-        tally = ", ".join(f"{counts[c]} {c}" for c in _ORDER if c in counts) or "none changes"
-        lines += [f"Instances: {tally}.", ""]
-        # The routing column only where a stack has connect-mode rows: port-only summaries stay as they were.
-        routed = any(row.routing == Routing.CONNECT for row in summary.rows)
-        header = ["Instance", *(["Routing"] if routed else []), "Change", "Public endpoint", "Target", "NSG rules"]
-        lines += ["| " + " | ".join(header) + " |", "|" + " --- |" * len(header)]
-        for row in summary.rows:
-            endpoint = f"~~`{row.endpoint}`~~" if row.change == "removed" else f"`{row.endpoint}`"
-            cells = [
-                f"`{row.instance}`",
-                *([row.routing] if routed else []),
-                _change_cell(row),
-                endpoint,
-                row.target,
-                "; ".join(row.firewall) or "—",
-            ]
-            lines.append("| " + " | ".join(_cell(c) for c in cells) + " |")
-    else:
-        lines.append("No instance gains, loses or changes a public port, target or NSG rule.")
-    changed = {op: n for op, n in summary.resource_changes.items() if op != "same" and n}
-    if changed:
-        lines += ["", "Resources: " + ", ".join(f"{n} to {op}" for op, n in sorted(changed.items())) + "."]
-    if summary.warnings:
-        lines += ["", "**Warnings**", ""]
-        lines += [f"- {w}" for w in summary.warnings]
-    return "\n".join(lines) + "\n"
+    return [_any_row(inst, alloc, endpoints, merged) for inst in instances.values()]

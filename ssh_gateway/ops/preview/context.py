@@ -1,5 +1,5 @@
 """What a preview summary reads around the steps: the port table before and after, and who logs in where (the
-stack's new config, else its outputs before the run). ssh_gateway/ops/preview_summary.py decides the rows from it."""
+stack's new config, else its outputs before the run). rows.py decides the rows from it."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from ssh_gateway.core.ports import PortRange
 from ssh_gateway.core.settings import ConnectModeInstance, SettingsError, read_config
 from ssh_gateway.core.targets import StaticTarget
 
-from .preview_steps import Preview, Step
+from .steps import Preview, Step
 
 __all__ = [
     "ENTRY_ROW",

@@ -4,8 +4,8 @@
     .venv/bin/python -m benchmarks.platform --quick    # N = 30 and 300, 4 shards of 75 (for development)
 
 Every `up` is the platform's: `ssh-gateway up` as a process of its own, as CI runs it, timed whole. So a first
-`up` pays for the preview that decides it (`ssh_gateway.ops.up.first_up_env`) and writes its checkpoint once, at
-the end; every later one (the +1) writes one after each step.
+`up` pays for the preview that decides it (`ssh_gateway.ops.tools.pulumi_up.first_up_env`) and writes its
+checkpoint once, at the end; every later one (the +1) writes one after each step.
 `--checkpoints` adds, for comparison, first `up`s of both sizes that write every step's checkpoint (what a
 plain `pulumi up` does). Ratios are taken within the run. Static instances, host identity on (the default).
 
@@ -35,7 +35,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from ssh_gateway.ops.up import SKIP_CHECKPOINTS
+from ssh_gateway.ops.tools.pulumi_up import SKIP_CHECKPOINTS
 from ssh_gateway.plumbing.toolchain import REPO, pulumi_env
 from tests.integration.fake_azure import FakeAzure, fake_azure_native
 from tests.integration.skip_checkpoints_kill import FIREWALL_CONFIG, KILL_POINTS, KillTrial, kill_first_up

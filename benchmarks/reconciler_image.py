@@ -26,7 +26,7 @@ import yaml
 
 from pangolin_emulator.harness import running_emulator
 from ssh_gateway.local.control_plane import ControlPlane, start_control_plane, stop_control_plane
-from ssh_gateway.ops.automation import open_stack, remove_stack, stack_file
+from ssh_gateway.ops.shared.automation import open_stack, remove_stack, stack_file
 
 NAMESPACE = "gpu-users"
 EXPOSE = {"ssh-gateway.io/expose": "true"}

@@ -22,7 +22,7 @@ import yaml
 from pulumi import automation as auto
 
 from pangolin_emulator.harness import EmulatorHandle, running_emulator
-from ssh_gateway.ops.automation import stack_file, state_file
+from ssh_gateway.ops.shared.automation import stack_file, state_file
 from ssh_gateway.plumbing.toolchain import REPO, pulumi_env, pulumi_root
 
 FLOOR = REPO / "benchmarks" / "floor"

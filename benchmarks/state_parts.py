@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from pangolin_emulator.harness import running_emulator
-from ssh_gateway.ops.automation import state_file
+from ssh_gateway.ops.shared.automation import state_file
 
 from .stacks import HOST_IDENTITY_OFF, Bench, instance_names, open_floor, open_program, program_config
 

@@ -4,7 +4,7 @@
 (`ssh_gateway.core.derived_identity`: the same bytes on every run, so nothing per instance is kept in state)
 and, for an instance behind a Service, its certificate from the stack's CA and the `ssh-<instance>-host-key`
 Secret its pod mounts both from. An instance no Secret serves (a static target, rendered manifests) gets its
-files from `ssh-gateway host-identity` (ssh_gateway/ops/host_identity_files.py), which derives the same bytes
+files from `ssh-gateway host-identity` (ssh_gateway/ops/tools/host_identity_files.py), which derives the same bytes
 on demand: kept in no output, they cost no state. `SshInstance` and `ConnectSshInstance` both call it, so an
 instance keeps its key whichever routing it has.
 """

@@ -2,7 +2,7 @@
 
 - `ssh_gateway.ops`: the operator's tools: the `ssh-gateway` CLI, the doctor, the drift check, the preview
   summary, `ssh-config`, `instances`, `recover`, the demo (the main job on one machine) and the Automation API
-  helpers. Their one way into Pangolin is `ssh_gateway.ops.pangolin_api`.
+  helpers. Their one way into Pangolin is `ssh_gateway.ops.shared.pangolin_api`.
 - `ssh_gateway.local`: the local rig: a loopback sshd, Envoy, the tests' control plane (kube-apiserver + etcd)
   and the `local-cluster` command. The Pangolin emulator has one launcher, `pangolin_emulator.harness`.
 - `ssh_gateway.core`: the domain vocabulary, Pulumi-free: port ranges and the allocator, names and type

@@ -1,7 +1,7 @@
 """Pangolin Integration API client and the `PangolinTcpResource` Pulumi dynamic resource.
 
 The names below load on first use (PEP 562): the tools import the client and the errors through this package
-(`ssh_gateway/ops/pangolin_api.py`), and `ssh-gateway --help` must not load the Pulumi SDK, which the provider
+(`ssh_gateway/ops/shared/pangolin_api.py`), and `ssh-gateway --help` must not load the Pulumi SDK, which the provider
 and the resource import.
 """
 

@@ -18,7 +18,7 @@ from pangolin_emulator.harness import EmulatorHandle, running_emulator
 from ssh_gateway.local.azurite import Azurite, AzuriteError, start_azurite, stop_azurite
 from ssh_gateway.local.control_plane import ControlPlane, ControlPlaneError, start_control_plane, stop_control_plane
 from ssh_gateway.local.istio_crds import install_istio_crds
-from ssh_gateway.ops.automation import open_stack, remove_stack
+from ssh_gateway.ops.shared.automation import open_stack, remove_stack
 from ssh_gateway.plumbing.toolchain import ToolchainMissing, pulumi_env
 
 from .fake_azure import FakeAzure, fake_azure_native

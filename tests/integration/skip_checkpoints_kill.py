@@ -2,8 +2,8 @@
 left (issue 19). The test (test_skip_checkpoints_kills.py) asserts on it; the benchmark (benchmarks/platform.py)
 prints it. Pytest-free for that reason.
 
-A first `up` runs with `PULUMI_SKIP_CHECKPOINTS` (ssh_gateway/ops/up.py), so a killed one leaves no record at
-all: every Pangolin resource, NSG rule, Service and Secret it made is unknown to the state. The trial kills
+A first `up` runs with `PULUMI_SKIP_CHECKPOINTS` (ssh_gateway/ops/tools/pulumi_up.py), so a killed one leaves no
+record at all: every Pangolin resource, NSG rule, Service and Secret it made is unknown to the state. The trial kills
 the whole process tree once a given share of the fleet's creates has reached Pangolin (the emulator's create
 counter) and Azure (the stand-in's): counted, not timed, so the kill lands at the same point on a fast machine
 and a loaded one.
@@ -24,7 +24,7 @@ from pulumi import automation as auto
 from pangolin_emulator.harness import EmulatorHandle
 from ssh_gateway.core.names import NSG_RULE_TYPE, SECRET_TYPE, SERVICE_TYPE, nsg_rule_name, owner_prefix, stack_marked
 from ssh_gateway.local.control_plane import ControlPlane
-from ssh_gateway.ops.up import holds_resources
+from ssh_gateway.ops.tools.pulumi_up import holds_resources
 from ssh_gateway.plumbing.toolchain import REPO
 
 from .cli import pulumi, run

@@ -27,7 +27,7 @@ from pulumi import automation as auto
 from pangolin_emulator.harness import EmulatorHandle
 from ssh_gateway.local import azurite as azurite_module
 from ssh_gateway.local.azurite import Azurite
-from ssh_gateway.ops.automation import open_stack, remove_stack, state_file, workspace_options
+from ssh_gateway.ops.shared.automation import open_stack, remove_stack, state_file, workspace_options
 from ssh_gateway.plumbing.loopback import free_port
 from ssh_gateway.plumbing.toolchain import REPO, pulumi_env
 

@@ -11,8 +11,8 @@ import pytest
 from pulumi import automation as auto
 
 from pangolin_emulator.harness import EmulatorHandle
-from ssh_gateway.ops.automation import stack_file, workspace_options
-from ssh_gateway.ops.instances import add_instance
+from ssh_gateway.ops.shared.automation import stack_file, workspace_options
+from ssh_gateway.ops.tools.instance_edits import add_instance
 from ssh_gateway.plumbing.toolchain import REPO
 
 from .cli import pulumi, run

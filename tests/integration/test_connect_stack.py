@@ -42,8 +42,8 @@ from ssh_gateway.local.envoy import (
 )
 from ssh_gateway.local.sshd import ClientKey, ensure_client_keypair, login_user
 from ssh_gateway.local.sshd_identity import IdentitySshd, mount_secret
-from ssh_gateway.ops.automation import open_stack, remove_stack
 from ssh_gateway.ops.doctor import diagnose, endpoints_from_outputs
+from ssh_gateway.ops.shared.automation import open_stack, remove_stack
 from ssh_gateway.plumbing.loopback import free_port
 
 from .conftest import StackFactory, stack_config

@@ -26,9 +26,9 @@ from pulumi import automation as auto
 from pangolin_emulator.keys import generate_api_key
 from ssh_gateway.local.envoy import detached_envoy_pid, envoy_binary
 from ssh_gateway.local.sshd import login_user, wait_for_port
-from ssh_gateway.ops.automation import open_stack, remove_stack
 from ssh_gateway.ops.cli import main as ssh_gateway
 from ssh_gateway.ops.doctor.connect import connect_request
+from ssh_gateway.ops.shared.automation import open_stack, remove_stack
 from ssh_gateway.plumbing.loopback import free_port
 from ssh_gateway.plumbing.toolchain import REPO
 

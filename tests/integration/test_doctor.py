@@ -29,10 +29,10 @@ from ssh_gateway.core import host_identity as hi
 from ssh_gateway.core.host_identity import openssh_public_key
 from ssh_gateway.local.sshd import LocalSshd, ensure_client_keypair
 from ssh_gateway.local.sshd_identity import IdentitySshd, mount_secret
-from ssh_gateway.ops.automation import open_stack, remove_stack
 from ssh_gateway.ops.cli import main as ssh_gateway
 from ssh_gateway.ops.doctor import diagnose, endpoints_from_outputs
-from ssh_gateway.ops.host_identity_files import stack_identity_files
+from ssh_gateway.ops.shared.automation import open_stack, remove_stack
+from ssh_gateway.ops.tools.host_identity_files import stack_identity_files
 from ssh_gateway.plumbing.loopback import free_port
 from ssh_gateway.plumbing.toolchain import REPO
 from tests.host_keys import sign_host_certificate, validity_for_days

@@ -18,7 +18,7 @@ from pulumi import automation as auto
 from pulumi.runtime.proto import provider_pb2, provider_pb2_grpc
 from pulumi_azure_native import network
 
-from ssh_gateway.ops.automation import workspace_options
+from ssh_gateway.ops.shared.automation import workspace_options
 
 from .fake_azure import (
     GET_NSG,

@@ -11,8 +11,8 @@ from pulumi.automation import OpType
 
 from pangolin_emulator.harness import EmulatorHandle
 from ssh_gateway.core.host_identity import HOST_PUBLIC_KEY_FILE
-from ssh_gateway.ops.automation import state_file
-from ssh_gateway.ops.host_identity_files import stack_identity_files
+from ssh_gateway.ops.shared.automation import state_file
+from ssh_gateway.ops.tools.host_identity_files import stack_identity_files
 from ssh_gateway.plumbing.toolchain import pulumi_env
 
 from .conftest import StackFactory, exported_resources, stack_config

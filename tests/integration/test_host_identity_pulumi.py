@@ -19,7 +19,7 @@ from pulumi.automation import OpType
 from ssh_gateway.core import host_identity as hi
 from ssh_gateway.local.sshd import ClientKey, ensure_client_keypair
 from ssh_gateway.local.sshd_identity import IdentitySshd, mount_secret
-from ssh_gateway.ops.automation import open_stack, remove_stack, state_file
+from ssh_gateway.ops.shared.automation import open_stack, remove_stack, state_file
 from ssh_gateway.plumbing.loopback import free_port
 from tests.host_keys import checked_secret_files, key_pair_from_private_seed
 

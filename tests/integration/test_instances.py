@@ -10,7 +10,7 @@ import pytest
 from pulumi.automation import OpType
 
 from pangolin_emulator.harness import EmulatorHandle
-from ssh_gateway.ops.automation import state_file
+from ssh_gateway.ops.shared.automation import state_file
 from ssh_gateway.plumbing.toolchain import pulumi_env
 
 from .conftest import StackFactory, change_by_hand, exported_resources, stack_config, static_instance

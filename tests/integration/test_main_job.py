@@ -27,8 +27,8 @@ from pangolin_emulator.keys import generate_api_key
 from ssh_gateway.core import host_identity as hi
 from ssh_gateway.core.host_identity import openssh_public_key
 from ssh_gateway.local.sshd import LocalSshd, login_user, wait_for_port
-from ssh_gateway.ops.automation import open_stack, remove_stack
 from ssh_gateway.ops.cli import main as ssh_gateway
+from ssh_gateway.ops.shared.automation import open_stack, remove_stack
 from ssh_gateway.plumbing.loopback import free_port
 from ssh_gateway.plumbing.toolchain import REPO
 

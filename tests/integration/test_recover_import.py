@@ -41,7 +41,7 @@ from ssh_gateway.core.names import (
 from ssh_gateway.local.control_plane import ControlPlane
 from ssh_gateway.ops.recovery.adopt import skip_checkpoints_is_recoverable
 from ssh_gateway.ops.recovery.state_backend import stack_state
-from ssh_gateway.ops.up import SKIP_CHECKPOINTS, planned_create_types
+from ssh_gateway.ops.tools.pulumi_up import SKIP_CHECKPOINTS, planned_create_types
 from ssh_gateway.plumbing.toolchain import REPO, pulumi_env
 
 from .cli import run

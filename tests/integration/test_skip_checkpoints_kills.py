@@ -1,6 +1,6 @@
 """kill -9 of a large first `ssh-gateway up` at 3 points, then `ssh-gateway recover` and `ssh-gateway up` (issue 19).
 
-A first `up` skips its checkpoints (ssh_gateway/ops/up.py), which is safe only if a killed one is healed by
+A first `up` skips its checkpoints (ssh_gateway/ops/tools/pulumi_up.py), which is safe only if a killed one is healed by
 `recover` and the next `up`: the Pangolin resources adopted by name by their provider, the NSG rules imported by
 `recover` (ssh_gateway/ops/recovery/adopt.py), the Services and host-key Secrets too. Each trial is a fresh stack of 60
 instances, every tenth a Kubernetes one (a ClusterIP Service and a host-key Secret on the real kube-apiserver),
@@ -27,7 +27,7 @@ from pulumi import automation as auto
 
 from pangolin_emulator.harness import EmulatorHandle
 from ssh_gateway.local.control_plane import ControlPlane
-from ssh_gateway.ops.automation import open_stack, stack_file
+from ssh_gateway.ops.shared.automation import open_stack, stack_file
 
 from .conftest import stack_config, static_instance
 from .fake_azure import FakeAzure

@@ -23,9 +23,9 @@ from pulumi import automation as auto
 from pangolin_emulator.harness import EmulatorHandle, running_emulator
 from ssh_gateway.local.sshd import ClientKey, LocalSshd, ensure_client_keypair, login_user
 from ssh_gateway.local.traefik import TraefikProcess
-from ssh_gateway.ops.automation import open_stack, remove_stack
 from ssh_gateway.ops.cli import main as ssh_gateway
 from ssh_gateway.ops.doctor.traefik import check_entry_points
+from ssh_gateway.ops.shared.automation import open_stack, remove_stack
 from ssh_gateway.plumbing.loopback import free_port
 
 from .conftest import stack_config

@@ -38,6 +38,21 @@ def test_every_parser_builds_with_the_standard_library_only() -> None:
 
 def test_gateway_configs_help_names_the_files_it_writes() -> None:
     from ssh_gateway.ops.commands.gateway_config import COMMAND
-    from ssh_gateway.ops.gateway_config import GERBIL_FILE, TRAEFIK_FILE
+    from ssh_gateway.ops.tools.gateway_files import GERBIL_FILE, TRAEFIK_FILE
 
     assert TRAEFIK_FILE in COMMAND.description and GERBIL_FILE in COMMAND.description
+
+
+def test_ops_is_in_rooms_with_no_module_name_twice() -> None:
+    """ops/ root is the CLI alone; every other module is in a room (commands/, tools/, shared/, or a tool's package),
+    and no two modules share a name, so `demo` or `instances` means one file."""
+    ops = Path(commands.__file__).parents[1]
+    assert sorted(p.name for p in ops.glob("*.py")) == [
+        "__init__.py",
+        "__main__.py",
+        "cli.py",
+        "command.py",
+        "exit_codes.py",
+    ]
+    names = [p.stem for p in ops.rglob("*.py") if p.stem not in ("__init__", "__main__")]
+    assert sorted({n for n in names if names.count(n) > 1}) == []

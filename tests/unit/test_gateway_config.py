@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from ssh_gateway.ops.cli import main
-from ssh_gateway.ops.gateway_config import GERBIL_FILE, TRAEFIK_FILE
+from ssh_gateway.ops.tools.gateway_files import GERBIL_FILE, TRAEFIK_FILE
 
 pytestmark = pytest.mark.unit
 

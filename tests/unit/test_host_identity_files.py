@@ -13,7 +13,12 @@ from providers.host_identity import SshHostCaProvider, SshHostKeyRootProvider
 from ssh_gateway.core import host_identity as hi
 from ssh_gateway.core.names import HOST_CA_TYPE, HOST_KEY_ROOT_TYPE
 from ssh_gateway.core.settings import parse_settings
-from ssh_gateway.ops.host_identity_files import HostIdentityFilesError, InstanceRefused, identity_files, write_files
+from ssh_gateway.ops.tools.host_identity_files import (
+    HostIdentityFilesError,
+    InstanceRefused,
+    identity_files,
+    write_files,
+)
 from tests.host_keys import checked_secret_files
 
 pytestmark = pytest.mark.unit

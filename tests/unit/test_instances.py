@@ -7,7 +7,7 @@ import difflib
 import pytest
 import yaml
 
-from ssh_gateway.ops.instances import InstanceError, add_instance, list_instances, remove_instance, validate
+from ssh_gateway.ops.tools.instance_edits import InstanceError, add_instance, list_instances, remove_instance, validate
 from ssh_gateway.plumbing.toolchain import REPO
 
 pytestmark = pytest.mark.unit

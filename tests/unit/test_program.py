@@ -23,7 +23,7 @@ from ssh_gateway.core.names import (
 from ssh_gateway.core.org import OrgView
 from ssh_gateway.core.settings import parse_settings
 from ssh_gateway.core.stack_plan import plan_stack
-from ssh_gateway.ops.host_identity_files import InstanceRefused, identity_files
+from ssh_gateway.ops.tools.host_identity_files import InstanceRefused, identity_files
 from tests.host_keys import checked_secret_files
 from tests.mocks import revealed
 

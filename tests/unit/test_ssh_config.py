@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from ssh_gateway.ops.ssh_config import (
+from ssh_gateway.ops.tools.ssh_files import (
     SshConfigError,
     StackSsh,
     apply,

@@ -8,7 +8,7 @@ import pytest
 
 from ssh_gateway.core.names import NSG_RULE_TYPE, PANGOLIN_TYPE, SECRET_TYPE, SERVICE_TYPE
 from ssh_gateway.ops.cli import build_parser
-from ssh_gateway.ops.up import SKIP_CHECKPOINTS, decision_preview_arguments, first_up_env, holds_resources
+from ssh_gateway.ops.tools.pulumi_up import SKIP_CHECKPOINTS, decision_preview_arguments, first_up_env, holds_resources
 
 pytestmark = pytest.mark.unit
 

@@ -1,4 +1,4 @@
-"""`ssh-gateway demo`: the main job on this machine, ssh_gateway/ops/demo.py (`run_demo`)."""
+"""`ssh-gateway demo`: the main job on this machine, ssh_gateway/ops/tools/main_job.py (`run_demo`)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ __all__ = ["COMMAND"]
 
 def _run(args: argparse.Namespace) -> int:
     require_pulumi()
-    from ssh_gateway.ops.demo import run_demo
+    from ssh_gateway.ops.tools.main_job import run_demo
 
     return run_demo(args.action, stack=str(args.stack), state_dir=args.state_dir, keep=bool(args.keep))
 

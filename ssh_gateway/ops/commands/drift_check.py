@@ -1,4 +1,4 @@
-"""`ssh-gateway drift-check`: ssh_gateway/ops/drift_check.py (`check_drift`)."""
+"""`ssh-gateway drift-check`: ssh_gateway/ops/tools/drift.py (`check_drift`)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ __all__ = ["COMMAND"]
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ssh_gateway.ops.drift_check import check_drift
+    from ssh_gateway.ops.tools.drift import check_drift
 
     return check_drift(str(args.stack), ambient=bool(args.ambient))
 

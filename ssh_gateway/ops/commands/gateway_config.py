@@ -1,4 +1,4 @@
-"""`ssh-gateway gateway-config`: ssh_gateway/ops/gateway_config.py (`write_gateway_config`)."""
+"""`ssh-gateway gateway-config`: ssh_gateway/ops/tools/gateway_files.py (`write_gateway_config`)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ssh_gateway.ops.gateway_config import write_gateway_config
+    from ssh_gateway.ops.tools.gateway_files import write_gateway_config
 
     return write_gateway_config(
         [str(s) for s in args.stack],

@@ -1,4 +1,4 @@
-"""`ssh-gateway host-identity`: ssh_gateway/ops/host_identity_files.py (`host_identity`)."""
+"""`ssh-gateway host-identity`: ssh_gateway/ops/tools/host_identity_files.py (`host_identity`)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ssh_gateway.ops.host_identity_files import host_identity
+    from ssh_gateway.ops.tools.host_identity_files import host_identity
 
     return host_identity(str(args.stack), str(args.instance), ambient=bool(args.ambient), write_dir=args.write)
 

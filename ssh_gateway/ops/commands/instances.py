@@ -1,4 +1,4 @@
-"""`ssh-gateway instances`: add, remove or list a stack's instances, by ssh_gateway/ops/instances.py
+"""`ssh-gateway instances`: add, remove or list a stack's instances, by ssh_gateway/ops/tools/instance_edits.py
 (`list_stack_instances`, `edit_stack_instances`), then show the preview of the edit."""
 
 from __future__ import annotations
@@ -75,7 +75,7 @@ def _entry(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ssh_gateway.ops import instances
+    from ssh_gateway.ops.tools import instance_edits as instances
 
     stack = str(args.stack)
     if args.action == "list":
@@ -144,7 +144,7 @@ COMMAND: Final = Command(
     description="Edits ssh-gateway:instances in stacks/Pulumi.STACK.yaml, keeping its comments and order, "
     "after validating the whole resulting config with the program's settings model (a refused edit leaves the "
     "file unchanged byte for byte), then shows the preview summary of the change. This is the seam a "
-    "provisioning platform calls; from Python, see ssh_gateway.ops.instances.",
+    "provisioning platform calls; from Python, see ssh_gateway.ops.tools.instance_edits.",
     examples=_EXAMPLES,
     codes=_CODES,
     run=_run,

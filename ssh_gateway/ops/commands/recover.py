@@ -30,7 +30,7 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ssh_gateway.ops.recovery.recover import run_recover
+    from ssh_gateway.ops.recovery.repair import run_recover
 
     gone = frozenset(str(h) for h in args.gone_host)
     return run_recover(str(args.stack), ambient=bool(args.ambient), gone_hosts=gone, json_output=bool(args.json))

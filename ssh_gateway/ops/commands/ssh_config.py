@@ -1,5 +1,5 @@
 """`ssh-gateway ssh-config`: the stacks' Host blocks and known_hosts lines in ~/.ssh, by
-ssh_gateway/ops/ssh_config.py (`write_ssh_config`)."""
+ssh_gateway/ops/tools/ssh_files.py (`write_ssh_config`)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ __all__ = ["COMMAND"]
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ssh_gateway.ops.ssh_config import write_ssh_config
+    from ssh_gateway.ops.tools.ssh_files import write_ssh_config
 
     return write_ssh_config(
         [str(s) for s in args.stack],

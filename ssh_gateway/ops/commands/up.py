@@ -1,4 +1,4 @@
-"""`ssh-gateway up`: ssh_gateway/ops/up.py (`run_up`)."""
+"""`ssh-gateway up`: ssh_gateway/ops/tools/pulumi_up.py (`run_up`)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from ssh_gateway.ops.up import run_up
+    from ssh_gateway.ops.tools.pulumi_up import run_up
 
     return run_up(str(args.stack), [a for a in args.extra if a != "--"], ambient=bool(args.ambient))
 

@@ -12,9 +12,9 @@ from pathlib import Path
 
 from ssh_gateway.core.credentials import find_api_key
 from ssh_gateway.core.outputs import parse_stack_outputs
-from ssh_gateway.ops.automation import project_name, stack_config
 from ssh_gateway.ops.exit_codes import ExitCode
-from ssh_gateway.ops.stack_outputs import outputs_of
+from ssh_gateway.ops.shared.automation import project_name, stack_config
+from ssh_gateway.ops.shared.stack_outputs import outputs_of
 
 from .diagnose import diagnose
 from .model import endpoints_from_outputs

@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 
 from ssh_gateway.core.outputs import Via
-from ssh_gateway.ops.pangolin_api import (
+from ssh_gateway.ops.shared.pangolin_api import (
     PangolinAuthError,
     PangolinError,
     PangolinNotFound,

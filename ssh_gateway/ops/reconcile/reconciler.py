@@ -26,8 +26,8 @@ from ssh_gateway.core.log_events import JSON_LOG_ENV, Log, LogEvent
 from ssh_gateway.core.names import DiscoverFrom, reconcile_lease_name, stack_label, status_config_map_name
 from ssh_gateway.core.settings import SettingsError, read_stack_file
 from ssh_gateway.kube import KubeError, api_client, read_status
-from ssh_gateway.ops.automation import stack_file
 from ssh_gateway.ops.exit_codes import ExitCode
+from ssh_gateway.ops.shared.automation import stack_file
 from ssh_gateway.plumbing.toolchain import REPO
 
 from .lease import StackLease

@@ -23,7 +23,7 @@ def outputs_of(stack: str, outputs_file: Path | None, *, ambient: bool = False) 
         return document
     from pulumi import automation as auto
 
-    from .automation import workspace_options
+    from ssh_gateway.ops.shared.automation import workspace_options
 
     require_pulumi()
     try:

@@ -48,10 +48,9 @@ from ssh_gateway.core.fields import is_host_key
 from ssh_gateway.core.outputs import parse_stack_outputs
 from ssh_gateway.core.ports import is_port
 from ssh_gateway.core.trust import known_hosts_file
-
-from .command import say_error
-from .exit_codes import ExitCode
-from .stack_outputs import outputs_of
+from ssh_gateway.ops.command import say_error
+from ssh_gateway.ops.exit_codes import ExitCode
+from ssh_gateway.ops.shared.stack_outputs import outputs_of
 
 __all__ = [
     "Layout",

@@ -279,7 +279,7 @@ class _StackFile:
 
 
 def _stack_file(stack: str) -> _StackFile | None:
-    from ssh_gateway.ops.automation import stack_file
+    from ssh_gateway.ops.shared.automation import stack_file
 
     path = stack_file(stack)
     shown = str(path.relative_to(REPO))

@@ -61,12 +61,11 @@ from ssh_gateway.local import traefik
 from ssh_gateway.local.envoy import EnvoyError, StandaloneEnvoyProcess, detached_envoy_pid, stop_detached_envoy
 from ssh_gateway.local.sshd import ClientKey, LocalSshd, SshdError, ensure_client_keypair, login_user
 from ssh_gateway.local.sshd_identity import IdentitySshd, mount_secret
+from ssh_gateway.ops.doctor import diagnose, endpoints_from_outputs
+from ssh_gateway.ops.exit_codes import ExitCode
+from ssh_gateway.ops.shared.automation import open_stack
+from ssh_gateway.ops.tools.host_identity_files import HostIdentityFilesError, read_stack
 from ssh_gateway.plumbing.toolchain import REPO
-
-from .automation import open_stack
-from .doctor import diagnose, endpoints_from_outputs
-from .exit_codes import ExitCode
-from .host_identity_files import HostIdentityFilesError, read_stack
 
 __all__ = ["run_demo"]
 

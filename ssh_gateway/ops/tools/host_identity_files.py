@@ -43,10 +43,9 @@ from ssh_gateway.core.host_identity import (
 from ssh_gateway.core.issued_identity import issued_identity
 from ssh_gateway.core.names import HOST_CA_TYPE, HOST_KEY_ROOT_NAME, HOST_KEY_ROOT_TYPE, host_ca_name
 from ssh_gateway.core.settings import Settings, SettingsError, read_config
+from ssh_gateway.ops.exit_codes import ExitCode
 from ssh_gateway.plumbing.pulumi_cli import PulumiFailed, revealed, run_pulumi
 from ssh_gateway.plumbing.toolchain import REPO, ToolchainMissing, pulumi_env
-
-from .exit_codes import ExitCode
 
 __all__ = [
     "HostIdentityFilesError",

@@ -70,7 +70,7 @@ from .stack_lock import holder_state
 from .state_backend import AzblobError, StackState, stack_state
 
 if TYPE_CHECKING:
-    from ssh_gateway.ops.pangolin_api import Resource
+    from ssh_gateway.ops.shared.pangolin_api import Resource
 
 __all__ = ["Report", "recover", "run_recover"]
 
@@ -223,7 +223,7 @@ def _settle_pangolin_creates(
     creates: list[dict[str, Any]],
     report: Report,
 ) -> None:
-    from ssh_gateway.ops.pangolin_api import PangolinClient, PangolinError
+    from ssh_gateway.ops.shared.pangolin_api import PangolinClient, PangolinError
 
     key = _api_key(stack, work_dir, env)
     resources: list[dict[str, Any]] = deployment["resources"]
@@ -284,7 +284,7 @@ def _can_hold(resource: dict[str, Any], in_state: set[str]) -> bool:
 
 def _adopted(resource: dict[str, Any], resource_id: int, key: str) -> dict[str, Any]:
     """The state entry of a pending create whose resource Pangolin has: outputs as the provider reads them."""
-    from ssh_gateway.ops.pangolin_api import read_resource_outputs
+    from ssh_gateway.ops.shared.pangolin_api import read_resource_outputs
 
     inputs: dict[str, Any] = resource["inputs"]
     outputs = {**read_resource_outputs(resource_id, inputs, key), "__provider": inputs.get("__provider")}

@@ -35,9 +35,8 @@ import yaml
 
 from ssh_gateway.core.names import entry_point_name, entry_point_port
 from ssh_gateway.core.outputs import parse_stack_outputs, traefik_entry_point
-
-from .exit_codes import ExitCode
-from .stack_outputs import outputs_of
+from ssh_gateway.ops.exit_codes import ExitCode
+from ssh_gateway.ops.shared.stack_outputs import outputs_of
 
 __all__ = ["GERBIL_FILE", "TRAEFIK_FILE", "plan", "render_diff", "write_gateway_config"]
 

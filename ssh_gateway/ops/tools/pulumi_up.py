@@ -29,11 +29,10 @@ from pathlib import Path
 from typing import Any, Final
 
 from ssh_gateway.core.log_events import JSON_LOG_ENV, Log, LogEvent, json_log
+from ssh_gateway.ops.exit_codes import ExitCode
+from ssh_gateway.ops.recovery.adopt import planned_creates, skip_checkpoints_is_recoverable
 from ssh_gateway.plumbing.pulumi_cli import PulumiFailed, run_pulumi
 from ssh_gateway.plumbing.toolchain import REPO, ToolchainMissing, pulumi_env
-
-from .exit_codes import ExitCode
-from .recovery.adopt import planned_creates, skip_checkpoints_is_recoverable
 
 __all__ = [
     "SKIP_CHECKPOINTS",

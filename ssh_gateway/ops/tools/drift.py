@@ -19,10 +19,9 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from ssh_gateway.core.names import entry_of, instance_of, urn_name, urn_type
+from ssh_gateway.ops.exit_codes import ExitCode
+from ssh_gateway.ops.preview.steps import Preview, parse_preview
 from ssh_gateway.plumbing.toolchain import REPO, pulumi_env
-
-from .exit_codes import ExitCode
-from .preview.steps import Preview, parse_preview
 
 __all__ = ["Drift", "check_drift", "report"]
 

@@ -62,12 +62,8 @@ def _key(text: str) -> str:
     return text
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="python -m pangolin_emulator",
-        description=DESCRIPTION,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
-    )
+def _api_arguments(parser: argparse.ArgumentParser) -> None:
+    """Where the API listens, the Pangolin version it emulates, its state and its flags."""
     api = parser.add_argument_group("API server")
     api.add_argument("--host", default="127.0.0.1", help="address to listen on (default: %(default)s)")
     api.add_argument(
@@ -103,6 +99,10 @@ def build_parser() -> argparse.ArgumentParser:
         help="serve Pangolin's internal API (no auth) on this port, on --host: GET /api/v1/traefik-config, the "
         "dynamic configuration Traefik's HTTP provider polls; 0 picks a free one (default: off)",
     )
+
+
+def _seed_arguments(parser: argparse.ArgumentParser) -> None:
+    """The org, keys and domain created when missing."""
     seed = parser.add_argument_group("seed data (created when missing, kept across restarts)")
     seed.add_argument(
         "--seed-org",
@@ -127,6 +127,10 @@ def build_parser() -> argparse.ArgumentParser:
         default="example.com",
         help=f"base domain of the seeded domain {SEED_DOMAIN_ID!r} (default: %(default)s)",
     )
+
+
+def _fault_arguments(parser: argparse.ArgumentParser) -> None:
+    """The seeded, reproducible faults of /v1 calls."""
     faults = parser.add_argument_group("fault injection (seeded, reproducible; /v1 only, never the health route)")
     faults.add_argument("--fault-rate", type=float, default=0.0, help="share of /v1 calls to fault, 0..1 (default: 0)")
     faults.add_argument("--fault-seed", type=int, default=0, help="random seed for the fault sequence (default: 0)")
@@ -147,6 +151,10 @@ def build_parser() -> argparse.ArgumentParser:
         default=3.0,
         help="seconds the timeout and timeout-after-write faults hold a request (default: 3)",
     )
+
+
+def _plane_arguments(parser: argparse.ArgumentParser) -> None:
+    """The data plane standing in for Gerbil, Traefik and Newt."""
     plane = parser.add_argument_group("data plane (stands in for Gerbil + Traefik + Newt)")
     plane.add_argument(
         "--data-plane",
@@ -175,6 +183,16 @@ def build_parser() -> argparse.ArgumentParser:
         default=5.0,
         help="seconds to connect to a target (default: %(default)s)",
     )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m pangolin_emulator",
+        description=DESCRIPTION,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    for add in (_api_arguments, _seed_arguments, _fault_arguments, _plane_arguments):
+        add(parser)
     return parser
 
 

@@ -18,7 +18,7 @@ from ssh_gateway.plumbing.toolchain import REPO, pulumi_env
 
 from .summary import summary_json, summary_markdown
 
-__all__ = ["PreviewRun", "preview_summary", "run_preview"]
+__all__ = ["preview_summary", "run_preview"]
 
 
 @dataclass(frozen=True)

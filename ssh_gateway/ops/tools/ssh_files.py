@@ -61,7 +61,6 @@ __all__ = [
     "parse_host_blocks",
     "plan",
     "render_diff",
-    "verify_with_ssh",
     "write_ssh_config",
 ]
 
@@ -443,7 +442,7 @@ def _read(path: Path) -> str | None:
     return path.read_bytes().decode("utf-8", "surrogateescape") if path.exists() else None
 
 
-def verify_with_ssh(plan: Plan, ssh: str) -> None:
+def _verify_with_ssh(plan: Plan, ssh: str) -> None:
     """Has the real ssh read every stack's blocks? An option it does not know would break every ssh command."""
     for rendered in plan.rendered:
         if not rendered.aliases:
@@ -619,7 +618,7 @@ def write_ssh_config(
         planned = plan(home, read, include=include)
         ssh = shutil.which("ssh")
         if ssh is not None:  # without an ssh client here, nothing would read the file anyway
-            verify_with_ssh(planned, ssh)
+            _verify_with_ssh(planned, ssh)
     except SshConfigError as exc:
         say_error(str(exc))
         return ExitCode.REFUSED

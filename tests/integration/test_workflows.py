@@ -225,4 +225,4 @@ def test_drift_runs_on_a_schedule_and_by_hand() -> None:
     run = "\n".join(str(s.get("run", "")) for s in drift["jobs"]["drift"]["steps"])
     assert 'scripts/drift-check --ambient "$STACK"' in run
     # scripts/drift-check is `preview --refresh --expect-no-changes` (tests/integration/test_drift_check.py).
-    assert '"--refresh", "--expect-no-changes"' in (REPO / "ssh_gateway" / "ops" / "drift_check.py").read_text()
+    assert '"--refresh", "--expect-no-changes"' in (REPO / "ssh_gateway" / "ops" / "tools" / "drift.py").read_text()

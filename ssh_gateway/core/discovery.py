@@ -102,31 +102,8 @@ def discover(
         bound=bound or {},
         own_prefix=own_prefix,
     )
-    configured = {i.name for i in settings.instances}
-    objects = sorted(listing.objects, key=lambda o: (o.namespace, o.name))
-    named: dict[str, list[ClusterObject]] = {}
-    for obj in objects:
-        doubled = [s.stack for s in others if s.selects(obj)]
-        if doubled:
-            run.refuse(
-                obj,
-                f"selected by stacks {stack} and {', '.join(sorted(doubled))}: an object may belong to one stack only; "
-                "narrow one of their ssh-gateway:discovery selectors",
-            )
-            continue
-        name = _instance_name(run, obj)
-        if name is None:
-            continue
-        if name in configured:
-            run.refuse(
-                obj,
-                f"instance {name!r} is also configured in ssh-gateway:instances, and the file's entry wins: rename "
-                "one of the two",
-            )
-            continue
-        named.setdefault(name, []).append(obj)
     pins = {i.port: i.name for i in settings.instances if not isinstance(i, ConnectModeInstance) and i.port}
-    for name, claimants in sorted(named.items()):
+    for name, claimants in sorted(_claims(run, listing).items()):
         owner = _owner(run, name, claimants)
         if owner is not None:
             _accept(run, name, owner, pins)
@@ -142,6 +119,40 @@ def discover(
         max_removals=section.max_removals,
         unlisted=unlisted,
     )
+
+
+def _claims(run: _Run, listing: Listing) -> dict[str, list[ClusterObject]]:
+    """The listed objects by the instance name each claims, in order of namespace and name; an object that cannot
+    claim one is refused."""
+    configured = {i.name for i in run.settings.instances}
+    named: dict[str, list[ClusterObject]] = {}
+    for obj in sorted(listing.objects, key=lambda o: (o.namespace, o.name)):
+        name = _claim(run, obj, configured)
+        if name is not None:
+            named.setdefault(name, []).append(obj)
+    return named
+
+
+def _claim(run: _Run, obj: ClusterObject, configured: set[str]) -> str | None:
+    """The instance name the object claims, or None (refused) when another stack selects it too, it has no name,
+    or the file configures its name already."""
+    doubled = [s.stack for s in run.others if s.selects(obj)]
+    if doubled:
+        run.refuse(
+            obj,
+            f"selected by stacks {run.stack} and {', '.join(sorted(doubled))}: an object may belong to one stack only; "
+            "narrow one of their ssh-gateway:discovery selectors",
+        )
+        return None
+    name = _instance_name(run, obj)
+    if name is not None and name in configured:
+        run.refuse(
+            obj,
+            f"instance {name!r} is also configured in ssh-gateway:instances, and the file's entry wins: rename "
+            "one of the two",
+        )
+        return None
+    return name
 
 
 def _fit(run: _Run, fixed: int) -> tuple[tuple[Found, ...], int]:

@@ -1,7 +1,7 @@
 """The reconciler's image on this machine, as the Deployment runs it (root, umoci, runc).
 
 `build_image()` runs scripts/build-reconciler-image, whose layers are cached by content outside the work tree;
-`run_image()` unpacks the image with umoci and runs its entry point with runc, as deploy/reconciler/'s
+`run_image()` unpacks the image with umoci and runs its entry point with runc, as deploy/reconciler/base/'s
 Deployment does: uid 65532, a read-only root, a tmpfs `/tmp`, `--ambient`. The container shares the host's
 network (the API server and the Pangolin emulator listen on loopback) and a directory of the host, `share`, at
 the same path: a kubeconfig the container's user can read, and a `file://` backend it can write.

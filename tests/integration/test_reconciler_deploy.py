@@ -1,37 +1,103 @@
-"""deploy/reconciler/ against the real kube-apiserver: every manifest passes a server-side dry run with strict field
-validation, and its RBAC grants the reconciler what it needs and nothing more (the API server's own authorizer
-answers, through SubjectAccessReviews and a request made as the service account)."""
+"""deploy/reconciler/'s overlays against the real kube-apiserver: each is rendered with `kubectl kustomize` and
+applied with `kubectl apply --server-side --dry-run=server` (strict field validation), as docs/reconciler.md has a
+platform team do; and its RBAC grants the reconciler what it needs and nothing more (the API server's own
+authorizer answers, through SubjectAccessReviews and a request made as the service account)."""
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator, Mapping
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
 import pytest
-import yaml
 
 from ssh_gateway.local.control_plane import ControlPlane
+from ssh_gateway.local.kubectl import OVERLAYS, apply, render
 
-DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "reconciler"
-STATUS_NS, USERS_NS = "ssh-gateway", "gpu-users"
+pytestmark = pytest.mark.integration
+
+STATUS_NS = "ssh-gateway"
 SERVICE_ACCOUNT = "ssh-gateway-reconciler"
-
-# Where each kind of the manifests is created (group/version path, plural, namespaced).
-PATHS = {
-    "Namespace": ("/api/v1", "namespaces", False),
-    "ServiceAccount": ("/api/v1", "serviceaccounts", True),
-    "Role": ("/apis/rbac.authorization.k8s.io/v1", "roles", True),
-    "RoleBinding": ("/apis/rbac.authorization.k8s.io/v1", "rolebindings", True),
-    "Deployment": ("/apis/apps/v1", "deployments", True),
-}
+LEASE, EVENTS = "coordination.k8s.io", "events.k8s.io"
 
 
-def manifests(renamed: Mapping[str, str]) -> list[dict[str, Any]]:
-    """Every object of deploy/reconciler/*.yaml, its namespaces renamed (a fresh set per test)."""
-    docs = [d for f in sorted(DEPLOY.glob("*.yaml")) for d in yaml.safe_load_all(f.read_text()) if d]
+@dataclass(frozen=True)
+class Overlay:
+    name: str
+    kind: str
+    """The selected kind (`discovery.from`)."""
+    namespaces: tuple[str, ...]
+    """The selected namespaces."""
+
+    @property
+    def other_kind(self) -> str:
+        return "services" if self.kind == "pods" else "pods"
+
+
+OVERLAY_CASES = [
+    Overlay("from-pods", "pods", ("gpu-users",)),
+    Overlay("from-services", "services", ("team-a", "team-b")),
+]
+
+# (verbs, resource, where, API group). A resource KIND is the overlay's selected kind, OTHER_KIND the other one;
+# where is `selected` (each selected namespace), `status`, `default` (a namespace no stack selects) or `cluster`.
+GRANTED = [
+    ("get list watch", "KIND", "selected", ""),
+    ("get create update patch delete", "secrets", "selected", ""),  # host keys, by name
+    ("create patch", "events", "selected", EVENTS),  # on the pods or Services it acts on
+    ("get list create update patch delete", "configmaps", "status", ""),  # the status ConfigMaps
+    ("get create update", "leases", "status", LEASE),  # a Lease per stack
+    ("get", "pods", "status", ""),  # whether the replica whose Lease expired is gone
+]
+GRANTED_FROM_PODS = [("get create update patch delete", "services", "selected", "")]  # the ssh-<instance> Services
+FORBIDDEN = [
+    ("list", "KIND", "status", ""),  # only the selected namespaces
+    ("list", "KIND", "default", ""),
+    ("list", "KIND", "cluster", ""),
+    ("create patch delete", "KIND", "selected", ""),  # the selected kind is read, never written
+    ("list", "OTHER_KIND", "selected", ""),
+    ("list watch", "secrets", "selected", ""),  # the Secrets it makes, by name; never a listing of every Secret
+    ("get create", "secrets", "status", ""),  # no Secret outside the selected namespaces
+    ("get create", "secrets", "default", ""),
+    ("create", "configmaps", "selected", ""),  # the status channel lives in the status namespace only
+    ("update", "leases", "selected", LEASE),
+    ("delete", "leases", "status", LEASE),
+    ("get list delete", "events", "selected", EVENTS),  # Events are written, never read back or removed
+    ("create", "events", "selected", ""),  # the core v1 Events API
+    ("create", "events", "status", EVENTS),
+    ("create", "events", "default", EVENTS),
+    ("list", "namespaces", "cluster", ""),
+    ("list", "nodes", "cluster", ""),
+    ("create", "rolebindings", "status", "rbac.authorization.k8s.io"),
+    ("create", "deployments", "status", "apps"),
+]
+
+Attributes = tuple[str, str, str | None, str]
+
+
+def expand(rows: list[tuple[str, str, str, str]], overlay: Overlay, renamed: Mapping[str, str]) -> list[Attributes]:
+    """Each row as (verb, resource, namespace, group) per verb and namespace, in the test's namespace names."""
+    resources = {"KIND": overlay.kind, "OTHER_KIND": overlay.other_kind}
+    places: dict[str, list[str | None]] = {
+        "selected": [renamed[n] for n in overlay.namespaces],
+        "status": [renamed[STATUS_NS]],
+        "default": ["default"],
+        "cluster": [None],
+    }
+    return [
+        (verb, resources.get(resource, resource), namespace, group)
+        for verbs, resource, where, group in rows
+        for verb in verbs.split()
+        for namespace in places[where]
+    ]
+
+
+def rendered(overlay: Overlay, renamed: Mapping[str, str]) -> list[dict[str, Any]]:
+    """The overlay's objects, its namespaces renamed (a fresh set per test, in the session's one API server)."""
+    docs = render(OVERLAYS / overlay.name)
     for doc in docs:
         meta = doc["metadata"]
         if doc["kind"] == "Namespace":
@@ -43,16 +109,20 @@ def manifests(renamed: Mapping[str, str]) -> list[dict[str, Any]]:
     return docs
 
 
-def create(api: httpx.Client, doc: Mapping[str, Any], *, dry_run: bool) -> httpx.Response:
-    base, plural, namespaced = PATHS[doc["kind"]]
-    where = f"/namespaces/{doc['metadata']['namespace']}" if namespaced else ""
-    params = {"fieldValidation": "Strict", **({"dryRun": "All"} if dry_run else {})}
-    return api.post(f"{base}{where}/{plural}", json=doc, params=params)
+@pytest.fixture(params=OVERLAY_CASES, ids=lambda o: o.name)
+def overlay(request: pytest.FixtureRequest) -> Overlay:
+    case: Overlay = request.param
+    return case
 
 
 @pytest.fixture
-def renamed() -> dict[str, str]:
-    return {STATUS_NS: f"it-{uuid.uuid4().hex[:8]}", USERS_NS: f"it-{uuid.uuid4().hex[:8]}"}
+def renamed(overlay: Overlay, kube: ControlPlane) -> dict[str, str]:
+    """The overlay's namespaces, renamed and made (the selected ones exist before the reconciler is installed;
+    the status namespace is made here too, so a dry run of its Role has a namespace to land in)."""
+    names = {n: f"it-{uuid.uuid4().hex[:8]}" for n in (STATUS_NS, *overlay.namespaces)}
+    for name in names.values():
+        kube.create_namespace(name)
+    return names
 
 
 @pytest.fixture
@@ -61,39 +131,33 @@ def api(kube: ControlPlane) -> Iterator[httpx.Client]:
         yield client
 
 
-def test_every_manifest_passes_a_server_side_dry_run(api: httpx.Client, renamed: dict[str, str]) -> None:
-    docs = manifests(renamed)
-    assert sorted({d["kind"] for d in docs}) == sorted(PATHS)
-    namespaces = [d for d in docs if d["kind"] == "Namespace"]
-    for doc in namespaces:  # before it exists: a dry run of its create
-        answer = create(api, doc, dry_run=True)
-        assert answer.status_code == 201, answer.text
-    for name in renamed.values():
-        api.post("/api/v1/namespaces", json={"metadata": {"name": name}}).raise_for_status()
-    for doc in docs:
-        if doc["kind"] == "Namespace":
-            continue
-        answer = create(api, doc, dry_run=True)
-        assert answer.status_code == 201, f"{doc['kind']} {doc['metadata']['name']}: {answer.text}"
-        assert answer.json()["metadata"]["name"] == doc["metadata"]["name"]
-        assert not answer.headers.get("Warning"), answer.headers.get("Warning")  # e.g. a deprecated field
-    # Nothing was made by the dry run.
-    assert api.get(f"/apis/apps/v1/namespaces/{renamed[STATUS_NS]}/deployments").json()["items"] == []
-
-
-def test_the_rbac_grants_what_the_reconciler_needs_and_forbids_the_rest(
-    api: httpx.Client, renamed: dict[str, str]
+def test_each_overlay_renders_and_passes_a_server_side_dry_run(
+    overlay: Overlay, renamed: dict[str, str], kube: ControlPlane, api: httpx.Client
 ) -> None:
-    status, users = renamed[STATUS_NS], renamed[USERS_NS]
-    for name in renamed.values():
-        api.post("/api/v1/namespaces", json={"metadata": {"name": name}}).raise_for_status()
-    for doc in manifests(renamed):
-        if doc["kind"] in ("ServiceAccount", "Role", "RoleBinding"):
-            create(api, doc, dry_run=False).raise_for_status()
+    started = time.monotonic()
+    docs = rendered(overlay, renamed)
+    warnings = apply(docs, kube.kubeconfig, dry_run=True)
+    print(f"{overlay.name}: kubectl kustomize + apply --dry-run=server in {time.monotonic() - started:.2f} s")
+    assert warnings == ""  # e.g. a deprecated field, or an unknown one under --validate=strict
+    status = renamed[STATUS_NS]
+    placed = sorted((d["kind"], d["metadata"].get("namespace", d["metadata"]["name"])) for d in docs)
+    selected = [(kind, renamed[n]) for n in overlay.namespaces for kind in ("Role", "RoleBinding")]
+    base = [("Namespace", status), ("ServiceAccount", status), ("Role", status), ("RoleBinding", status)]
+    assert placed == sorted([*base, ("Deployment", status), *selected])
+    # Nothing was made by the dry run.
+    assert api.get(f"/apis/apps/v1/namespaces/{status}/deployments").json()["items"] == []
+
+
+def test_each_overlays_rbac_grants_what_the_reconciler_needs_and_forbids_the_rest(
+    overlay: Overlay, renamed: dict[str, str], kube: ControlPlane, api: httpx.Client
+) -> None:
+    rbac = [d for d in rendered(overlay, renamed) if d["kind"] in ("ServiceAccount", "Role", "RoleBinding")]
+    apply(rbac, kube.kubeconfig, dry_run=False)
+    status = renamed[STATUS_NS]
     user = f"system:serviceaccount:{status}:{SERVICE_ACCOUNT}"
     groups = ["system:serviceaccounts", f"system:serviceaccounts:{status}", "system:authenticated"]
 
-    def allowed(verb: str, resource: str, namespace: str | None, group: str = "") -> bool:
+    def allowed(verb: str, resource: str, namespace: str | None, group: str) -> bool:
         attributes = {"verb": verb, "resource": resource, "group": group}
         if namespace is not None:
             attributes["namespace"] = namespace
@@ -106,45 +170,14 @@ def test_the_rbac_grants_what_the_reconciler_needs_and_forbids_the_rest(
         answer.raise_for_status()
         return bool(answer.json()["status"].get("allowed"))
 
-    lease = "coordination.k8s.io"
-    granted = [
-        ("list", "pods", users, ""),
-        ("watch", "pods", users, ""),
-        ("create", "secrets", users, ""),  # host keys
-        ("patch", "secrets", users, ""),
-        ("create", "services", users, ""),  # from: pods
-        ("delete", "services", users, ""),
-        ("get", "configmaps", status, ""),  # the status ConfigMap
-        ("list", "configmaps", status, ""),  # other stacks' selections
-        ("update", "configmaps", status, ""),
-        ("get", "leases", status, lease),
-        ("create", "leases", status, lease),
-        ("update", "leases", status, lease),
-        ("get", "pods", status, ""),  # whether the replica whose Lease expired is gone
-    ]
-    forbidden = [
-        ("list", "pods", status, ""),  # only the selected namespaces
-        ("list", "pods", "default", ""),
-        ("list", "pods", None, ""),  # not cluster-wide
-        ("create", "pods", users, ""),  # the selected kind is read, never written
-        ("delete", "pods", users, ""),
-        ("patch", "pods", users, ""),
-        ("list", "secrets", users, ""),  # the Secrets it makes, by name; never a listing of every Secret
-        ("list", "services", users, ""),  # from: pods: the Services it makes, by name
-        ("get", "secrets", status, ""),
-        ("create", "configmaps", users, ""),  # the status channel lives in the status namespace only
-        ("update", "leases", users, lease),
-        ("delete", "leases", status, lease),
-        ("list", "namespaces", None, ""),
-        ("list", "nodes", None, ""),
-        ("create", "rolebindings", status, "rbac.authorization.k8s.io"),
-        ("create", "deployments", status, "apps"),
-    ]
+    granted = expand(GRANTED + (GRANTED_FROM_PODS if overlay.kind == "pods" else []), overlay, renamed)
+    forbidden = expand(FORBIDDEN, overlay, renamed)
     assert [g for g in granted if not allowed(*g)] == []
     assert [f for f in forbidden if allowed(*f)] == []
 
     # And a real request as the service account: the API server answers 403 outside what it grants.
     as_reconciler = {"Impersonate-User": user, "Impersonate-Group": groups[0]}
-    assert api.get(f"/api/v1/namespaces/{users}/pods", headers=as_reconciler).status_code == 200
-    assert api.get(f"/api/v1/namespaces/{status}/pods", headers=as_reconciler).status_code == 403
-    assert api.get(f"/api/v1/namespaces/{users}/secrets", headers=as_reconciler).status_code == 403
+    selected = renamed[overlay.namespaces[-1]]
+    assert api.get(f"/api/v1/namespaces/{selected}/{overlay.kind}", headers=as_reconciler).status_code == 200
+    assert api.get(f"/api/v1/namespaces/{status}/{overlay.kind}", headers=as_reconciler).status_code == 403
+    assert api.get(f"/api/v1/namespaces/{selected}/secrets", headers=as_reconciler).status_code == 403

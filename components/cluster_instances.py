@@ -99,17 +99,19 @@ def register_status(
     endpoints: Mapping[str, object],
     instances: Mapping[str, pulumi.Resource],
     *,
+    free_ports: pulumi.Input[tuple[str, int]] | None,
     provider: k8s.Provider | None,
     project: str,
     stack: str,
 ) -> k8s.core.v1.ConfigMap:
     """The stack's status ConfigMap: the selection, each discovered instance's object, accepted annotations and
-    endpoint, each refused object's line, the held removals. It depends on every instance, so an endpoint is
-    written once the instance's resources exist, and an entry goes in the run that removes its instance. Only
-    the discovered instances: a dependency on a component is recorded as one on each of its children."""
+    endpoint, each refused object's line, the held removals, the free ports of the range. It depends on every
+    instance, so an endpoint is written once the instance's resources exist, and an entry goes in the run that
+    removes its instance. Only the discovered instances: a dependency on a component is recorded as one on each
+    of its children."""
     names = [f.instance.name for f in outcome.instances]
     resolved: pulumi.Output[Any] = pulumi.Output.from_input({n: endpoints[n] for n in names})
-    data = resolved.apply(lambda eps: next_status(outcome, eps))
+    data = pulumi.Output.all(resolved, free_ports).apply(lambda both: next_status(outcome, both[0], both[1]))
     return k8s.core.v1.ConfigMap(
         STATUS_RESOURCE_NAME,
         metadata=k8s.meta.v1.ObjectMetaArgs(

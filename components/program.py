@@ -246,6 +246,7 @@ def build(plan: StackPlan) -> dict[str, object]:
             discovered,
             endpoints,
             instances,
+            free_ports=_free_ports(settings, org, allocation),
             provider=k8s_provider,
             project=project,
             stack=stack,
@@ -267,6 +268,18 @@ def build(plan: StackPlan) -> dict[str, object]:
         connect=connect,
         envoy_config=envoy_config,
     )
+
+
+def _free_ports(
+    settings: Settings, org: OrgView, allocation: PortAllocation | None
+) -> pulumi.Output[tuple[str, int]] | None:
+    """The range and how many of its ports are neither reserved, allocated, nor bound in Pangolin as the run
+    found it (the status ConfigMap's `ports.json`, the reconciler's gauge); None without a range."""
+    port_range = settings.ports.range
+    if allocation is None or port_range is None:
+        return None
+    taken = {*settings.ports.reserved, *org.held_in(port_range)}
+    return allocation.ports.apply(lambda ports: (str(port_range), port_range.free({*taken, *ports.values()})))
 
 
 def _checked_connect_port(plan: ConnectPlan | None) -> dict[str, int]:

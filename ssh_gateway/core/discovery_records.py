@@ -9,7 +9,7 @@ records: reading and writing them to the status ConfigMap is `discovery_status`'
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
@@ -19,7 +19,20 @@ from .cluster import ClusterObject
 from .names import DiscoverFrom
 from .settings import Discovery, Instance
 
-__all__ = ["Found", "Outcome", "Refusal", "Remembered", "Selection", "State", "selection_of"]
+__all__ = [
+    "Found",
+    "ObjectRef",
+    "Outcome",
+    "Refusal",
+    "Remembered",
+    "ReportedInstance",
+    "ReportedRefusal",
+    "Selection",
+    "State",
+    "StatusReport",
+    "held_line",
+    "selection_of",
+]
 
 _SHOWN_MAX: Final = 80
 """The characters of a refused value a refusal line shows."""
@@ -44,8 +57,11 @@ class Refusal:
 
     ref: str
     """The object, e.g. `pod gpu-users/alice-0`."""
+    kind: DiscoverFrom
     namespace: str
     name: str
+    uid: str
+    """The object's uid: what a Kubernetes Event on it names (`kubectl describe` matches it)."""
     reason: str
     """What is wrong and what is allowed."""
     key: str | None = None
@@ -56,7 +72,16 @@ class Refusal:
     @classmethod
     def of(cls, obj: ClusterObject, reason: str, key: str | None = None, value: str | None = None) -> Refusal:
         """The object's refusal, for the reason (and the annotation or label at fault, with its value)."""
-        return cls(ref=obj.ref, namespace=obj.namespace, name=obj.name, reason=reason, key=key, value=value)
+        return cls(
+            ref=obj.ref,
+            kind=obj.kind,
+            namespace=obj.namespace,
+            name=obj.name,
+            uid=obj.uid,
+            reason=reason,
+            key=key,
+            value=value,
+        )
 
     @property
     def line(self) -> str:
@@ -143,12 +168,63 @@ class Outcome:
         """One line per refusal, and one for the guard."""
         lines = [f"discovery refused {r.line}" for r in self.refusals]
         if self.held:
-            lines.append(
-                f"discovery holds back {len(self.held)} removals ({', '.join(self.held)}), over "
-                f"ssh-gateway:discovery.maxRemovals {self.max_removals}: a selector that matches nothing now, or "
-                "the wrong cluster? If they are meant to go, raise maxRemovals for one run"
-            )
+            lines.append(held_line(self.held, self.max_removals))
         return lines
+
+
+def held_line(held: Sequence[str], max_removals: int) -> str:
+    """The guard's one line: the run's warning, and the Event on each held instance's object (the reconciler)."""
+    return (
+        f"discovery holds back {len(held)} removals ({', '.join(held)}), over "
+        f"ssh-gateway:discovery.maxRemovals {max_removals}: a selector that matches nothing now, or "
+        "the wrong cluster? If they are meant to go, raise maxRemovals for one run"
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class ObjectRef:
+    """A selected object as the status names it: what a Kubernetes Event on it points at."""
+
+    kind: DiscoverFrom
+    namespace: str
+    name: str
+    uid: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReportedInstance:
+    """A discovered instance as the status ConfigMap reports it after a run."""
+
+    name: str
+    obj: ObjectRef
+    state: State
+    endpoint: Mapping[str, Any]
+    """The stack's `endpoints` entry (empty until the instance's resources exist)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class ReportedRefusal:
+    """A refused object as the status ConfigMap lists it."""
+
+    obj: ObjectRef
+    key: str | None
+    line: str
+    """`Refusal.line`: the annotation (or label), its value and what is allowed."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class StatusReport:
+    """What a stack's status ConfigMap says of its last run: the reconciler's gauges and Events read it."""
+
+    instances: tuple[ReportedInstance, ...]
+    refusals: tuple[ReportedRefusal, ...]
+    """The refused objects the ConfigMap lists."""
+    unlisted: int
+    """Refused objects it had no room to list."""
+    held: tuple[str, ...]
+    max_removals: int
+    free_ports: int | None
+    """Ports of `ports.range` neither reserved, allocated nor bound in Pangolin (None: no range)."""
 
 
 def selection_of(settings: Discovery, stack: str) -> Selection:

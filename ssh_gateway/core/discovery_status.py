@@ -1,8 +1,10 @@
 """The status ConfigMap as the stack's memory of discovery (docs/cluster-instances.md): read and written here.
 
 Reading: `read_memory` (the instances this stack discovered before, with when each went missing),
-`read_selections` (what the other stacks select, so an object is never served twice) and `next_expiry` (when
-the first grace period ends). An entry this program never wrote is a `StatusError`, never an empty memory.
+`read_selections` (what the other stacks select, so an object is never served twice), `next_expiry` (when
+the first grace period ends) and `read_report` (what the last run left: states, refusals, held removals, free
+ports, which the reconciler turns into gauges and Kubernetes Events). An entry this program never wrote is a
+`StatusError`, never an empty memory.
 Writing: `next_status`, the ConfigMap's data after a run, and the room each entry takes in it (`instance_room`,
 `refusal_room`, `fixed_room`), by which `discover` keeps the ConfigMap under Kubernetes' 1 MiB. Both sides of each
 key's format live here only.
@@ -16,9 +18,21 @@ from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 from .cluster import StatusMap
-from .discovery_records import Found, Outcome, Refusal, Remembered, Selection
+from .discovery_records import (
+    Found,
+    ObjectRef,
+    Outcome,
+    Refusal,
+    Remembered,
+    ReportedInstance,
+    ReportedRefusal,
+    Selection,
+    State,
+    StatusReport,
+)
 from .names import (
     STATUS_HELD_KEY,
+    STATUS_PORTS_KEY,
     STATUS_SELECTION_KEY,
     STATUS_UNLISTED_KEY,
     DiscoverFrom,
@@ -36,6 +50,7 @@ __all__ = [
     "next_expiry",
     "next_status",
     "read_memory",
+    "read_report",
     "read_selections",
     "refusal_room",
 ]
@@ -55,6 +70,9 @@ room are listed too."""
 
 _UNLISTED_ROOM: Final = 256
 """The bytes kept for `STATUS_UNLISTED_KEY`, whose count and line are short."""
+
+_PORTS_ROOM: Final = 64
+"""The bytes kept for `STATUS_PORTS_KEY`: `{"free": 65535, "range": "1-65535"}` and its key take 53."""
 
 _RFC3339: Final = "%Y-%m-%dT%H:%M:%SZ"
 """The one time format of the status: `2026-12-03T10:00:00Z`."""
@@ -141,10 +159,15 @@ def read_selections(statuses: Sequence[StatusMap], own_stack: str) -> list[Selec
     return found
 
 
-def next_status(outcome: Outcome, endpoints: Mapping[str, Mapping[str, Any]]) -> dict[str, str]:
+def next_status(
+    outcome: Outcome, endpoints: Mapping[str, Mapping[str, Any]], free_ports: tuple[str, int] | None = None
+) -> dict[str, str]:
     """The status ConfigMap's data after this run: the selection, each instance with its endpoint, each refused
-    object's line the room allows (and how many it does not), and the guard's held removals."""
+    object's line the room allows (and how many it does not), the guard's held removals, and `free_ports`
+    (the port range and how many of its ports are free) when the stack has a range."""
     data = {STATUS_SELECTION_KEY: _selection_text(outcome.selection)}
+    if free_ports is not None:
+        data[STATUS_PORTS_KEY] = json.dumps({"range": free_ports[0], "free": free_ports[1]}, sort_keys=True)
     for found in outcome.instances:
         data[status_instance_key(found.instance.name)] = _instance_text(found, endpoints.get(found.instance.name, {}))
     listed = len(outcome.refusals) - outcome.unlisted
@@ -177,7 +200,7 @@ def fixed_room(selection: Selection, held: Sequence[str], max_removals: int) -> 
     refusals it could not list."""
     held_text = _held_text(held, max_removals) or ""
     room = len(STATUS_SELECTION_KEY) + len(_selection_text(selection)) + len(STATUS_HELD_KEY) + len(held_text)
-    return room + _UNLISTED_ROOM
+    return room + _UNLISTED_ROOM + _PORTS_ROOM
 
 
 def _selection_text(selection: Selection) -> str:
@@ -197,7 +220,17 @@ def _instance_text(found: Found, endpoint: Mapping[str, Any]) -> str:
 
 
 def _refusal_text(refusal: Refusal) -> str:
-    return json.dumps({"object": refusal.ref, "key": refusal.key, "error": refusal.line}, sort_keys=True)
+    entry = {
+        "object": _object(refusal.kind, refusal.namespace, refusal.name),
+        "uid": refusal.uid,
+        "key": refusal.key,
+        "error": refusal.line,
+    }
+    return json.dumps(entry, sort_keys=True)
+
+
+def _object(kind: DiscoverFrom, namespace: str, name: str) -> dict[str, str]:
+    return {"kind": kind.value, "namespace": namespace, "name": name}
 
 
 def _held_text(held: Sequence[str], max_removals: int) -> str | None:
@@ -207,10 +240,51 @@ def _held_text(held: Sequence[str], max_removals: int) -> str | None:
 def _entry(found: Found) -> dict[str, Any]:
     """The instance's status entry, without the endpoint (`next_status` adds that): what `read_memory` reads."""
     return {
-        "object": {"kind": found.kind.value, "namespace": found.namespace, "name": found.name},
+        "object": _object(found.kind, found.namespace, found.name),
         "uid": found.uid,
         "state": found.state.value,
         "annotations": dict(sorted(found.annotations.items())),
         "instance": dict(found.config),
         "missingSince": _rfc3339(found.missing_since) if found.missing_since is not None else None,
     }
+
+
+def read_report(status: StatusMap) -> StatusReport:
+    """What the stack's last run left in its status: a `StatusError` for an entry this program never wrote."""
+    where = f"status ConfigMap {status.namespace}/{status.name}"
+    instances: list[ReportedInstance] = []
+    refusals: list[ReportedRefusal] = []
+    try:
+        for key, text in sorted(status.data.items()):
+            if key.startswith("instance.") and key.endswith(".json"):
+                entry = json.loads(text)
+                name = key.removeprefix("instance.").removesuffix(".json")
+                endpoint = dict(entry.get("endpoint") or {})
+                ref = _ref(entry)
+                instances.append(ReportedInstance(name=name, obj=ref, state=State(entry["state"]), endpoint=endpoint))
+            elif key.startswith("refused.") and key.endswith(".json"):
+                entry = json.loads(text)
+                refusals.append(ReportedRefusal(obj=_ref(entry), key=entry.get("key"), line=str(entry["error"])))
+        held = json.loads(status.data.get(STATUS_HELD_KEY) or '{"held": [], "maxRemovals": 0}')
+        unlisted = json.loads(status.data.get(STATUS_UNLISTED_KEY) or '{"count": 0}')
+        ports = json.loads(status.data[STATUS_PORTS_KEY]) if STATUS_PORTS_KEY in status.data else None
+        return StatusReport(
+            instances=tuple(instances),
+            refusals=tuple(refusals),
+            unlisted=int(unlisted["count"]),
+            held=tuple(str(n) for n in held["held"]),
+            max_removals=int(held["maxRemovals"]),
+            free_ports=None if ports is None else int(ports["free"]),
+        )
+    except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
+        raise StatusError(
+            f"{where} holds an entry this program does not write ({type(exc).__name__}: {exc}); the next run "
+            "rewrites it"
+        ) from None
+
+
+def _ref(entry: Mapping[str, Any]) -> ObjectRef:
+    obj = entry["object"]
+    return ObjectRef(
+        kind=DiscoverFrom(obj["kind"]), namespace=str(obj["namespace"]), name=str(obj["name"]), uid=str(entry["uid"])
+    )

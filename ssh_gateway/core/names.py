@@ -54,6 +54,7 @@ __all__ = [
     "STACK_TYPE",
     "STATUS_HELD_KEY",
     "STATUS_KEY_MAX",
+    "STATUS_PORTS_KEY",
     "STATUS_RESOURCE_NAME",
     "STATUS_SELECTION_KEY",
     "STATUS_UNLISTED_KEY",
@@ -375,6 +376,9 @@ STATUS_SELECTION_KEY: Final = "selection.json"
 
 STATUS_HELD_KEY: Final = "held.json"
 """The status key holding the removals the guard (`discovery.maxRemovals`) held back, while it holds them."""
+
+STATUS_PORTS_KEY: Final = "ports.json"
+"""The status key holding the port range and how many of its ports are free after the run (the reconciler's gauge)."""
 
 STATUS_UNLISTED_KEY: Final = "refused-unlisted.json"
 """The status key counting the refused objects whose lines did not fit in the ConfigMap, while some do not."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Final
 
@@ -58,6 +58,10 @@ class PortRange:
     def size(self) -> int:
         """How many ports the range holds."""
         return self.end - self.start + 1
+
+    def free(self, taken: Iterable[int]) -> int:
+        """How many of its ports are not in `taken` (ports outside the range do not count)."""
+        return self.size - len({port for port in taken if port in self})
 
     def overlaps(self, other: PortRange) -> bool:
         """Whether the two ranges share a port."""

@@ -23,6 +23,7 @@ from ssh_gateway.core.discovery_status import (
     next_expiry,
     next_status,
     read_memory,
+    read_report,
     read_selections,
 )
 from ssh_gateway.core.firewall import Cidrs
@@ -227,6 +228,25 @@ def test_the_guard_holds_every_removal_when_too_many_would_go_at_once() -> None:
     # Two at once are within the limit: they go.
     two = run(settings, pod("a"), memory=remember(first))
     assert two.removed == ("b", "c") and not two.held
+
+
+def test_the_report_reads_back_states_refusals_held_removals_and_free_ports() -> None:
+    settings = stack(gracePeriod=0, maxRemovals=1)
+    first = run(settings, pod("a"), pod("b"), pod("c"))
+    later = run(settings, pod("a", user="ro ot"), pod("eve", user="no way"), memory=remember(first))
+    endpoint = {"host": "ssh-a.example.com", "port": 40001, "ssh": "ssh -p 40001 root@ssh-a.example.com"}
+    data = next_status(later, {"a": endpoint}, ("40000-40099", 97))
+    report = read_report(StatusMap(namespace="default", name="ssh-gateway-status-dev", stack=STACK, data=data))
+    assert {i.name: i.state for i in report.instances} == {"a": State.KEPT, "b": State.HELD, "c": State.HELD}
+    (a,) = [i for i in report.instances if i.name == "a"]
+    assert a.endpoint == endpoint and (a.obj.kind, a.obj.name, a.obj.uid) == (DiscoverFrom.PODS, "a-0", "uid-a")
+    # The refusal's line is the one the run warned with: an Event's note reuses it.
+    assert sorted(r.line for r in report.refusals) == sorted(r.line for r in later.refusals)
+    assert {r.obj.uid for r in report.refusals} == {"uid-a", "uid-eve"}
+    assert (report.held, report.max_removals, report.free_ports, report.unlisted) == (("b", "c"), 1, 97, 0)
+    broken = {**data, "instance.x.json": '{"object": {}}'}
+    with pytest.raises(StatusError, match="holds an entry this program does not write"):
+        read_report(StatusMap(namespace="default", name="s", stack=STACK, data=broken))
 
 
 def test_a_name_in_the_file_wins_and_the_refusal_names_both() -> None:

@@ -83,10 +83,16 @@ def test_a_discovered_pod_gets_its_service_and_secret_in_its_namespace(mocks: Re
     assert (meta["name"], meta["namespace"]) == ("ssh-gateway-status-unit", "gpu")
     assert meta["labels"] == {"app.kubernetes.io/managed-by": "ssh-gateway", "ssh-gateway.io/stack": "ssh-gateway.unit"}
     data = status.inputs["data"]
-    assert sorted(data) == ["instance.alice.json", "refused.gpu-users.eve-0.json", "selection.json"]
+    assert sorted(data) == ["instance.alice.json", "ports.json", "refused.gpu-users.eve-0.json", "selection.json"]
     alice = json.loads(data["instance.alice.json"])
     assert alice["endpoint"] == out["endpoints"]["alice"]
-    assert '"no way"' in json.loads(data["refused.gpu-users.eve-0.json"])["error"]
+    eve = json.loads(data["refused.gpu-users.eve-0.json"])
+    assert '"no way"' in eve["error"]
+    # What an Event on the pod names: kubectl describe matches the uid too.
+    assert (eve["object"], eve["uid"]) == ({"kind": "pods", "namespace": "gpu-users", "name": "eve-0"}, "uid-eve")
+    # The range's 100 ports less the reserved 40000 and the port-mode instances' (gpu-01, gpu-02, vm-01, alice).
+    assert json.loads(data["ports.json"]) == {"range": "40000-40099", "free": 100 - 1 - len(out["allocations"])}
+    assert len(out["allocations"]) == 4
 
 
 def test_a_platform_service_is_the_target_and_the_stack_makes_no_service(mocks: RecordingMocks) -> None:

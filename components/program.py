@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import sys
 import time
+from dataclasses import dataclass
 from functools import partial
 from typing import Final
 
@@ -38,7 +39,6 @@ from ssh_gateway.core.names import (
     pangolin_resource_name,
     public_host,
 )
-from ssh_gateway.core.nsg_fit import FirewallPlan
 from ssh_gateway.core.org import OrgView
 from ssh_gateway.core.outputs import (
     connect_endpoint,
@@ -151,122 +151,167 @@ def check_connect_port(settings: Settings, org: OrgView, name: StackName) -> Non
 def build(plan: StackPlan) -> dict[str, object]:
     """Carries the plan out: registers the allocation, every instance (the configured ones, then the discovered),
     the CONNECT entry, their providers and, with discovery, the status ConfigMap; returns the outputs."""
-    settings, org, firewall, discovered = plan.settings, plan.org, plan.firewall, plan.discovered
-    project, stack = plan.name.project, plan.name.stack
-    for warning in discovered.warnings() if discovered is not None else ():
-        pulumi.log.warn(warning)
-    for warning in settings.warnings():
-        pulumi.log.warn(warning)
-    port_range = settings.ports.range
-    port_mode = [i for i in settings.instances if not isinstance(i, ConnectModeInstance)]
-    # No range (the settings allow that only when every instance is connect-mode): nothing to allocate.
-    allocation = None
-    if port_range is not None:
-        allocation = PortAllocation(
-            "ports",
-            PortAllocationArgs(
-                instances=[i.name for i in port_mode],
-                port_range=port_range,
-                pins={i.name: i.port for i in port_mode if i.port is not None},
-                reserved=settings.ports.reserved,
-                held=org.held_in(port_range),
-                owner_prefix=owner_prefix(project, stack),
-            ),
-        )
+    settings = plan.settings
+    _warn(plan)
+    allocation = _allocation(plan)
     k8s_provider = _kubernetes_provider(settings)
     k8s_opts = pulumi.ResourceOptions(providers=[k8s_provider] if k8s_provider else None)
     authorities = _host_authorities(settings)
     signing = _signing(settings, authorities)
-    by_port: dict[str, SshInstance] = {}
-    if allocation is not None and port_range is not None:
-        by_port = {
-            inst.name: SshInstance(
-                inst.name,
-                _instance_args(settings, inst, allocation, firewall, org, signing, project=project, stack=stack),
-                k8s_opts,
-            )
-            for inst in port_mode
-        }
-    if allocation is not None:
-        pangolin = {name: i.pangolin for name, i in by_port.items()}
-        merged_firewall(firewall, allocation.ports, pangolin, project=project, stack=stack)
-    endpoints: dict[str, object] = {name: _port_endpoint(i) for name, i in by_port.items()}
-    connect: dict[str, object] | None = None
-    envoy_config: str | None = None
-    by_connect: dict[str, ConnectSshInstance] = {}
-    entries: list[ConnectEntry] = []
-    connect_plan = plan.connect
-    if connect_plan is not None:
-        entry_args = _entry_args(settings, connect_plan, org, firewall, project=project, stack=stack)
-        entry = ConnectEntry(CONNECT_ENTRY, entry_args, k8s_opts)
-        entries.append(entry)
-        by_connect = {
-            inst.name: ConnectSshInstance(
-                inst.name,
-                _connect_instance_args(settings, connect_plan, inst, signing, project=project, stack=stack),
-                k8s_opts,
-            )
-            for inst in settings.instances
-            if isinstance(inst, ConnectModeInstance)
-        }
-        endpoints.update({name: _connect_endpoint(i, entry) for name, i in by_connect.items()})
-        connect = _connect_output(connect_plan.settings, entry)
-        gateway = connect_plan.gateway
-        if isinstance(gateway, StandaloneEnvoy) and by_connect:
-            # The operator's Envoy runs exactly this (README, CONNECT routing): `envoy --config-yaml "$(pulumi stack
-            # output envoyConfig)"`. Pure config from the settings, so a preview shows it too.
-            envoy_config = envoy_bootstrap_yaml(gateway, settings.envoy_routes())
+    by_port = _port_instances(plan, allocation, signing, k8s_opts)
+    connected = _connect_side(plan, plan.connect, signing, k8s_opts) if plan.connect is not None else None
+    by_connect = connected.instances if connected is not None else {}
     # The settings order, whatever the routing (the settings refuse connect-mode instances without `connect`).
     instances: dict[str, SshInstance | ConnectSshInstance] = {
         i.name: by_port.get(i.name) or by_connect[i.name] for i in settings.instances
     }
-    # After every create: no port of this stack bound twice by overlapping runs (providers/pangolin/port_check.py),
-    # the CONNECT entry's included. It depends on the Pangolin resources themselves, not their components: the SDK
-    # expands a component into every child's URN, all recorded in the check's state.
-    connect_port = _checked_connect_port(plan.connect)
-    allocated: pulumi.Input[dict[str, int]] = allocation.ports if allocation is not None else {}
-    PortCheck(
-        "port-check",
-        PortCheckArgs(
-            api_url=settings.pangolin.url,
-            org_id=settings.pangolin.org_id,
-            owner_prefix=owner_prefix(project, stack),
-            ports=pulumi.Output.from_input(allocated).apply(lambda ports: {**ports, **connect_port}),
-        ),
-        pulumi.ResourceOptions(
-            depends_on=[
-                *(i.pangolin for i in by_port.values()),
-                *(e.pangolin for e in entries if e.pangolin is not None),
-            ]
-        ),
-    )
-    if discovered is not None:
+    endpoints: dict[str, object] = {name: _port_endpoint(i) for name, i in by_port.items()}
+    endpoints.update(connected.endpoints if connected is not None else {})
+    _port_check(plan, allocation, by_port, connected)
+    if plan.discovered is not None:
         register_status(
             settings,
-            discovered,
+            plan.discovered,
             endpoints,
             instances,
-            free_ports=_free_ports(settings, org, allocation),
+            free_ports=_free_ports(settings, plan.org, allocation),
             provider=k8s_provider,
-            project=project,
-            stack=stack,
+            project=plan.name.project,
+            stack=plan.name.stack,
         )
     return stack_outputs(
         endpoints={i.name: endpoints[i.name] for i in settings.instances},
         pangolin_url=settings.pangolin.url,
         pangolin_org_id=settings.pangolin.org_id,
         ssh_config=pulumi.Output.all(*[i.ssh_config for i in instances.values()]).apply("\n".join),
-        known_hosts=_known_hosts(settings, authorities, instances, stack=stack),
+        known_hosts=_known_hosts(settings, authorities, instances, stack=plan.name.stack),
         # A dict of Outputs, not one `Output.all`: that would wrap every line in two more Outputs, and each
         # pending Output costs the SDK's wait loop a callback per resource that completes (quadratic in N).
         host_keys={i.name: instances[i.name].host_key_line for i in settings.instances if _has_host_key(settings, i)},
         host_ca=_host_ca(settings, authorities),
-        allocations=allocated,
+        allocations=_allocated(allocation),
         released_ports=allocation.released if allocation is not None else [],
-        port_range=port_range,
-        gateway=_gateway_output(settings, plan.connect, publish_range=bool(port_mode) or settings.connect is None),
-        connect=connect,
+        port_range=settings.ports.range,
+        gateway=_gateway_output(
+            settings, plan.connect, publish_range=bool(_port_mode(settings)) or settings.connect is None
+        ),
+        connect=connected.output if connected is not None else None,
+        envoy_config=connected.envoy_config if connected is not None else None,
+    )
+
+
+@dataclass(frozen=True, kw_only=True)
+class _Connected:
+    """The stack's CONNECT side as registered: the entry, the connect-mode instances and what they output."""
+
+    entry: ConnectEntry
+    instances: dict[str, ConnectSshInstance]
+    endpoints: dict[str, object]
+    output: dict[str, object]
+    envoy_config: str | None
+    """The standalone Envoy's bootstrap; None behind Istio, or with no connect-mode instance."""
+
+
+def _warn(plan: StackPlan) -> None:
+    """Discovery's warnings, then the settings'."""
+    for warning in plan.discovered.warnings() if plan.discovered is not None else ():
+        pulumi.log.warn(warning)
+    for warning in plan.settings.warnings():
+        pulumi.log.warn(warning)
+
+
+def _port_mode(settings: Settings) -> list[PortModeInstance]:
+    return [i for i in settings.instances if not isinstance(i, ConnectModeInstance)]
+
+
+def _allocation(plan: StackPlan) -> PortAllocation | None:
+    """The port-mode instances' ports. None without a range (the settings allow that only when every instance is
+    connect-mode): nothing to allocate."""
+    settings = plan.settings
+    port_range = settings.ports.range
+    if port_range is None:
+        return None
+    port_mode = _port_mode(settings)
+    return PortAllocation(
+        "ports",
+        PortAllocationArgs(
+            instances=[i.name for i in port_mode],
+            port_range=port_range,
+            pins={i.name: i.port for i in port_mode if i.port is not None},
+            reserved=settings.ports.reserved,
+            held=plan.org.held_in(port_range),
+            owner_prefix=owner_prefix(plan.name.project, plan.name.stack),
+        ),
+    )
+
+
+def _allocated(allocation: PortAllocation | None) -> pulumi.Input[dict[str, int]]:
+    return allocation.ports if allocation is not None else {}
+
+
+def _port_instances(
+    plan: StackPlan, allocation: PortAllocation | None, signing: Signing | None, opts: pulumi.ResourceOptions
+) -> dict[str, SshInstance]:
+    """The port-mode instances and, with merged rules, the one `PortFirewall` over their ports."""
+    if allocation is None:
+        return {}
+    by_port = {
+        inst.name: SshInstance(inst.name, _instance_args(plan, inst, allocation, signing), opts)
+        for inst in _port_mode(plan.settings)
+    }
+    pangolin = {name: i.pangolin for name, i in by_port.items()}
+    merged_firewall(plan.firewall, allocation.ports, pangolin, project=plan.name.project, stack=plan.name.stack)
+    return by_port
+
+
+def _connect_side(
+    plan: StackPlan, connect: ConnectPlan, signing: Signing | None, opts: pulumi.ResourceOptions
+) -> _Connected:
+    """The CONNECT entry, then every connect-mode instance behind it."""
+    settings = plan.settings
+    entry = ConnectEntry(CONNECT_ENTRY, _entry_args(plan, connect), opts)
+    instances = {
+        inst.name: ConnectSshInstance(inst.name, _connect_instance_args(plan, connect, inst, signing), opts)
+        for inst in settings.instances
+        if isinstance(inst, ConnectModeInstance)
+    }
+    envoy_config = None
+    if isinstance(connect.gateway, StandaloneEnvoy) and instances:
+        # The operator's Envoy runs exactly this (README, CONNECT routing): `envoy --config-yaml "$(pulumi stack
+        # output envoyConfig)"`. Pure config from the settings, so a preview shows it too.
+        envoy_config = envoy_bootstrap_yaml(connect.gateway, settings.envoy_routes())
+    return _Connected(
+        entry=entry,
+        instances=instances,
+        endpoints={name: _connect_endpoint(i, entry) for name, i in instances.items()},
+        output=_connect_output(connect.settings, entry),
         envoy_config=envoy_config,
+    )
+
+
+def _port_check(
+    plan: StackPlan, allocation: PortAllocation | None, by_port: dict[str, SshInstance], connected: _Connected | None
+) -> PortCheck:
+    """After every create: no port of this stack bound twice by overlapping runs (providers/pangolin/port_check.py),
+    the CONNECT entry's included. It depends on the Pangolin resources themselves, not their components: the SDK
+    expands a component into every child's URN, all recorded in the check's state."""
+    connect_port = _checked_connect_port(plan.connect)
+    entry_pangolin = connected.entry.pangolin if connected is not None else None
+    pangolin = plan.settings.pangolin
+    return PortCheck(
+        "port-check",
+        PortCheckArgs(
+            api_url=pangolin.url,
+            org_id=pangolin.org_id,
+            owner_prefix=owner_prefix(plan.name.project, plan.name.stack),
+            ports=pulumi.Output.from_input(_allocated(allocation)).apply(lambda ports: {**ports, **connect_port}),
+        ),
+        pulumi.ResourceOptions(
+            depends_on=[
+                *(i.pangolin for i in by_port.values()),
+                *([entry_pangolin] if entry_pangolin is not None else []),
+            ]
+        ),
     )
 
 
@@ -362,40 +407,33 @@ def _pangolin_args(settings: Settings, org: OrgView, name: str) -> PangolinTarge
     )
 
 
-def _entry_args(
-    settings: Settings, plan: ConnectPlan, org: OrgView, firewall: FirewallPlan | None, *, project: str, stack: str
-) -> ConnectEntryArgs:
+def _entry_args(plan: StackPlan, connect: ConnectPlan) -> ConnectEntryArgs:
+    project, stack = plan.name.project, plan.name.stack
     return ConnectEntryArgs(
-        gateway=plan.gateway,
-        entry=plan.entry,
-        pangolin=_pangolin_args(settings, org, connect_resource_name(project, stack)),
-        firewall=connect_rule_args(firewall),
+        gateway=connect.gateway,
+        entry=connect.entry,
+        pangolin=_pangolin_args(plan.settings, plan.org, connect_resource_name(project, stack)),
+        firewall=connect_rule_args(plan.firewall),
         firewall_rule_name=connect_rule_name(project, stack),
-        skip_await=settings.kubernetes.skip_await,
+        skip_await=plan.settings.kubernetes.skip_await,
     )
 
 
 def _connect_instance_args(
-    settings: Settings,
-    plan: ConnectPlan,
-    inst: ConnectModeInstance,
-    signing: Signing | None,
-    *,
-    project: str,
-    stack: str,
+    plan: StackPlan, connect: ConnectPlan, inst: ConnectModeInstance, signing: Signing | None
 ) -> ConnectSshInstanceArgs:
-    route = settings.connect_instance(inst)
+    settings = plan.settings
     return ConnectSshInstanceArgs(
         instance=inst.name,
         user=inst.user,
         target=settings.connect_target(inst),
-        route=route,
-        gateway=plan.gateway,
-        entry=plan.entry,
-        server_alive_interval=plan.settings.server_alive_interval,
+        route=settings.connect_instance(inst),
+        gateway=connect.gateway,
+        entry=connect.entry,
+        server_alive_interval=connect.settings.server_alive_interval,
         host_key=inst.host_key,
-        host_identity=_host_identity_args(settings, inst, signing, project=project, stack=stack),
-        known_hosts_file=known_hosts_file(stack) if inst.host_key or settings.issues_host_key(inst) else None,
+        host_identity=_host_identity_args(settings, inst, signing, plan.name),
+        known_hosts_file=_known_hosts_file(settings, inst, plan.name),
     )
 
 
@@ -416,31 +454,29 @@ def _kubernetes_provider(settings: Settings) -> k8s.Provider | None:
 
 
 def _instance_args(
-    settings: Settings,
-    inst: PortModeInstance,
-    allocation: PortAllocation,
-    firewall: FirewallPlan | None,
-    org: OrgView,
-    signing: Signing | None,
-    *,
-    project: str,
-    stack: str,
+    plan: StackPlan, inst: PortModeInstance, allocation: PortAllocation, signing: Signing | None
 ) -> SshInstanceArgs:
+    settings = plan.settings
     port = allocation.ports.apply(lambda ports: int(ports[inst.name]))
-    name = pangolin_resource_name(project, stack, inst.name)
+    name = pangolin_resource_name(plan.name.project, plan.name.stack, inst.name)
     return SshInstanceArgs(
         instance=inst.name,
         public_host=public_host(settings.gateway.host_template, inst.name),
         public_port=port,
         user=inst.user,
-        pangolin=_pangolin_args(settings, org, name),
+        pangolin=_pangolin_args(settings, plan.org, name),
         target=settings.target_of(inst),
-        firewall=instance_rule_args(firewall, inst.name, port),
+        firewall=instance_rule_args(plan.firewall, inst.name, port),
         host_key=inst.host_key,
-        host_identity=_host_identity_args(settings, inst, signing, project=project, stack=stack),
+        host_identity=_host_identity_args(settings, inst, signing, plan.name),
         host_key_alias=host_key_alias(settings.gateway.host_template, inst.name),
-        known_hosts_file=known_hosts_file(stack) if inst.host_key or settings.issues_host_key(inst) else None,
+        known_hosts_file=_known_hosts_file(settings, inst, plan.name),
     )
+
+
+def _known_hosts_file(settings: Settings, inst: Instance, name: StackName) -> str | None:
+    """The known_hosts file the instance's ssh command names, when the stack vouches for its key."""
+    return known_hosts_file(name.stack) if _has_host_key(settings, inst) else None
 
 
 def _has_host_key(settings: Settings, inst: Instance) -> bool:
@@ -472,9 +508,9 @@ def _signing(settings: Settings, authorities: dict[int, SshHostCa]) -> Signing |
 
 
 def _host_identity_args(
-    settings: Settings, inst: Instance, signing: Signing | None, *, project: str, stack: str
+    settings: Settings, inst: Instance, signing: Signing | None, name: StackName
 ) -> HostIdentityArgs | None:
-    issued = issued_identity(settings, inst, project=project, stack=stack)
+    issued = issued_identity(settings, inst, project=name.project, stack=name.stack)
     if issued is None or signing is None:
         return None
     place = None

@@ -26,15 +26,12 @@ def _compile(template: str) -> re.Pattern[str]:
 
 
 @dataclass(frozen=True)
-class Route:
-    """A route behind verifyApiKey, an access middleware and an action check."""
+class _Endpoint:
+    """A method and a path template, matched as Express matches them."""
 
     method: str
     template: str
     """Path with `{param}` placeholders, e.g. "/v1/resource/{resourceId}"."""
-    access: Access
-    action: str
-    handler: Handler
     pattern: re.Pattern[str] = field(init=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -47,21 +44,20 @@ class Route:
 
 
 @dataclass(frozen=True)
-class PublicRoute:
+class Route(_Endpoint):
+    """A route behind verifyApiKey, an access middleware and an action check."""
+
+    access: Access
+    action: str
+    handler: Handler
+
+
+@dataclass(frozen=True)
+class PublicRoute(_Endpoint):
     """A route mounted before verifyApiKey that serves a fixed document (contract §1.1)."""
 
-    method: str
-    template: str
     content_type: str
     body: bytes
-    pattern: re.Pattern[str] = field(init=False, compare=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "pattern", _compile(self.template))
-
-    @property
-    def key(self) -> str:
-        return f"{self.method} {self.template}"
 
 
 def _resource_routes(prefix: str) -> list[Route]:

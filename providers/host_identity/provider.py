@@ -56,8 +56,9 @@ def _failures(keys: tuple[str, ...], news: dict[str, Any]) -> CheckResult:
     return CheckResult(inputs, [CheckFailure(key, reason) for key, reason in problems])
 
 
-class SshHostCaProvider(ResourceProvider):
-    """The stack's SSH host CA: an Ed25519 key pair drawn once per `generation`."""
+class _DrawnOnce:
+    """What a key drawn once per `generation` does besides drawing it, the CA's and the root's alike. A mixin, not
+    a `ResourceProvider`: state pickles only the classes below (tests/unit/test_provider_paths.py)."""
 
     serialize_as_secret_always = False
 
@@ -69,6 +70,14 @@ class SshHostCaProvider(ResourceProvider):
         # Every input is a replace key: there is never an update, so the provider has no `update`.
         return DiffResult(changes=bool(changed), replaces=[k for k in changed if k in CA_REPLACE_KEYS])
 
+    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+        # The key exists only in state: refresh keeps it (and, returning no inputs, the stored inputs too).
+        return ReadResult(id_, _stored(props))
+
+
+class SshHostCaProvider(_DrawnOnce, ResourceProvider):
+    """The stack's SSH host CA: an Ed25519 key pair drawn once per `generation`."""
+
     def create(self, props: dict[str, Any]) -> CreateResult:
         pair = generate_key_pair()
         outputs = {
@@ -79,23 +88,10 @@ class SshHostCaProvider(ResourceProvider):
         }
         return CreateResult(pair.fingerprint, outputs)
 
-    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
-        # The key exists only in state: refresh keeps it (and, returning no inputs, the stored inputs too).
-        return ReadResult(id_, _stored(props))
 
-
-class SshHostKeyRootProvider(ResourceProvider):
+class SshHostKeyRootProvider(_DrawnOnce, ResourceProvider):
     """The stack's host-key root: 32 random bytes drawn once per `generation`, from which every instance's host
     key is derived (`ssh_gateway.core.derived_identity`). Bumping `generation` replaces it: every key changes."""
-
-    serialize_as_secret_always = False
-
-    def check(self, _olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
-        return _failures(CA_INPUT_KEYS, news)
-
-    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        changed = changed_keys(olds, news, CA_INPUT_KEYS)
-        return DiffResult(changes=bool(changed), replaces=[k for k in changed if k in CA_REPLACE_KEYS])
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         raw = secrets.token_bytes(32)
@@ -103,9 +99,6 @@ class SshHostKeyRootProvider(ResourceProvider):
         digest = hashlib.sha256(b"ssh-gateway host-key root\0" + raw).hexdigest()[:32]
         outputs = {"generation": int(props["generation"]), "privateKey": base64.b64encode(raw).decode()}
         return CreateResult(digest, outputs)
-
-    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
-        return ReadResult(id_, _stored(props))
 
 
 class SshHostKeyProvider(ResourceProvider):

@@ -1,12 +1,14 @@
-"""A Kubernetes control plane on loopback, started the way controller-runtime's envtest starts one.
+"""The tests' Kubernetes cluster on loopback: a control plane that acts, and simulated nodes with GPUs.
 
-etcd and kube-apiserver (built and cached by scripts/bootstrap, found through .toolchain.env) run as two
-processes with a directory of their own: the etcd data dir, a private CA and the serving certificate it signs
-(made with the openssl CLI), a service-account signing key, a token file with a user in `system:masters` and
-one in no group (RBAC allows it only what a test grants it), a kubeconfig for each, and each process's log.
-There is no controller-manager, scheduler or kubelet: objects are validated and stored, and nothing reconciles
-them (a Service gets no endpoints, a Namespace never finishes deleting), so Pulumi's await logic must be
-skipped on this cluster (`kubernetes.skipAwait`).
+etcd, kube-apiserver, kube-controller-manager and kube-scheduler (built and cached by scripts/bootstrap, found
+through .toolchain.env) run as processes with a directory of their own: the etcd data dir, a private CA and the
+serving certificate it signs (made with the openssl CLI), a service-account signing key, a token file with a
+user in `system:masters` and one in no group (RBAC allows it only what a test grants it), a kubeconfig for each,
+and each process's log. kwok plays the kubelets of `DEFAULT_NODES` (cluster_nodes.py).
+
+So the cluster reconciles what the stack makes, as a real one does: pods are scheduled or stay Pending, turn
+Ready and fill their Services' Endpoints; deletes go through the garbage collector; namespaces terminate; a lost
+node's pods are evicted (after `EVICTION_SECONDS`, not upstream's 300). Pulumi's await logic runs against it.
 
 The session fixture in tests/integration/conftest.py and scripts/local-cluster (local_cluster.py) share
 `start_control_plane` and `stop_control_plane`; both stop the processes by their own pids.
@@ -14,6 +16,7 @@ The session fixture in tests/integration/conftest.py and scripts/local-cluster (
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import secrets
 import shutil
@@ -21,6 +24,7 @@ import signal
 import ssl
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -28,6 +32,8 @@ from typing import Any
 import httpx
 import yaml
 
+from ssh_gateway.local.cluster_nodes import SimulatedNode, add_node, kwok_args, wait_nodes_ready
+from ssh_gateway.local.controllers import controller_manager_args, healthz, scheduler_args
 from ssh_gateway.plumbing.loopback import free_ports
 from ssh_gateway.plumbing.process import (
     ManagedProcess,
@@ -40,6 +46,8 @@ from ssh_gateway.plumbing.process import (
 from ssh_gateway.plumbing.toolchain import toolchain_binary
 
 __all__ = [
+    "DEFAULT_NODES",
+    "EVICTION_SECONDS",
     "RESTRICTED_USER",
     "ControlPlane",
     "ControlPlaneError",
@@ -47,21 +55,25 @@ __all__ = [
     "stop_control_plane",
 ]
 
-# A range no real cluster of ours uses; nothing ever sends traffic to it (there is no kube-proxy here). A /20: a
-# shard of a few hundred Services (benchmarks.cluster) would exhaust a /24 (254 ClusterIPs; the create answers 500).
-SERVICE_CLUSTER_IP_RANGE = "10.0.0.0/20"
+# Nothing ever sends traffic to it (there is no kube-proxy here). A /16: the benchmark's 40 shards of 250 hold
+# 10,000 Services (a /20 holds 4,094; the create answers 500 past it).
+SERVICE_CLUSTER_IP_RANGE = "10.96.0.0/16"
+DEFAULT_NODES = (SimulatedNode("rig-node-0", 0), SimulatedNode("rig-node-1", 1))
+"""Two nodes of 8 GPUs: a pod asking for a GPU when all 16 are taken stays Pending."""
+EVICTION_SECONDS = 10
+"""A pod on a NotReady or unreachable node is evicted after this (the default tolerations' seconds)."""
 USER = "ssh-gateway-admin"
 RESTRICTED_USER = "ssh-gateway-restricted"
 """A user in no group: RBAC allows it only what a test grants it (`ControlPlane.restricted_kubeconfig`)."""
 
 
 class ControlPlaneError(ProcessError):
-    """etcd or kube-apiserver did not start (the message carries the tail of its log)."""
+    """A process of the cluster did not start, or its nodes did not turn Ready (the message says which)."""
 
 
 @dataclass(frozen=True, kw_only=True)
 class ControlPlane:
-    """A running etcd + kube-apiserver pair."""
+    """A running cluster: etcd, kube-apiserver, the controllers, the scheduler and kwok."""
 
     root: Path
     """Data dir, certificates, token file, kubeconfig and logs."""
@@ -73,12 +85,10 @@ class ControlPlane:
     """etcd's peer port on 127.0.0.1 (a one-member cluster, but etcd listens anyway)."""
     token: str
     """Bearer token of a `system:masters` user."""
-    etcd_pid: int
-    """etcd's process id."""
-    apiserver_pid: int
-    """kube-apiserver's process id."""
+    pids: dict[str, int]
+    """Each process's id by its name (etcd, kube-apiserver, ..., kwok), in the order they started."""
     startup_seconds: float
-    """From launching etcd until kube-apiserver's /readyz answered ok."""
+    """From launching etcd until the last node turned Ready."""
     processes: tuple[ManagedProcess, ...] = field(default=(), repr=False, compare=False)
     """The processes when this process started them (their handles kept so they are not reaped behind our
     back)."""
@@ -98,7 +108,9 @@ class ControlPlane:
     def restricted_kubeconfig(self) -> Path:
         """A kubeconfig of `RESTRICTED_USER`, who may do only what a Role bound to it allows."""
         path = self.root / "kubeconfig-restricted"
-        _write_kubeconfig(self, path=path, user=RESTRICTED_USER, token=_tokens(self.root / "tokens.csv")[1])
+        _write_kubeconfig(
+            path, url=self.url, ca_file=self.ca_file, user=RESTRICTED_USER, token=_tokens(self.root / "tokens.csv")[1]
+        )
         return path
 
     def client(self) -> httpx.Client:
@@ -114,6 +126,13 @@ class ControlPlane:
         with self.client() as api:
             body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
             api.post("/api/v1/namespaces", json=body).raise_for_status()
+
+    def add_nodes(self, nodes: list[SimulatedNode], timeout: float = 60.0) -> None:
+        """Registers more simulated nodes (kwok serves them) and waits until they are Ready."""
+        with self.client() as api:
+            for node in nodes:
+                add_node(api, node)
+            wait_nodes_ready(api, [node.name for node in nodes], timeout)
 
     def to_json(self) -> str:
         values = {f.name: getattr(self, f.name) for f in fields(self) if f.name != "processes"}
@@ -132,66 +151,80 @@ def start_control_plane(
     etcd_port: int | None = None,
     etcd_peer_port: int | None = None,
     detach: bool = False,
-    timeout: float = 120.0,
+    timeout: float = 180.0,
 ) -> ControlPlane:
-    """Starts etcd, then kube-apiserver, and returns once /readyz answers ok.
+    """Starts etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok, each once the one before is
+    ready, registers `DEFAULT_NODES`, and returns once they are Ready.
 
     Ports default to free loopback ports. Certificates, keys and the token already under `root` are reused
-    (so a restarted local cluster keeps its kubeconfig). `detach` puts both processes in a session of their
-    own, so they outlive the caller (scripts/local-cluster). On any failure both are stopped again.
+    (so a restarted local cluster keeps its kubeconfig). `detach` puts the processes in sessions of their
+    own, so they outlive the caller (scripts/local-cluster). On any failure the started ones are stopped again.
     Raises `ToolchainMissing` when a binary is not built, `ControlPlaneError` when one does not come up.
     """
-    etcd_binary = toolchain_binary("SSH_GATEWAY_ETCD")
-    apiserver_binary = toolchain_binary("SSH_GATEWAY_KUBE_APISERVER")
-    free = iter(free_ports(3))
+    free = iter(free_ports(5))
     api_port, etcd_port, etcd_peer_port = (p or next(free) for p in (api_port, etcd_port, etcd_peer_port))
     root.mkdir(parents=True, exist_ok=True)
     pki = _make_pki(root / "pki")
     token = _token_file(root / "tokens.csv")
+    url = f"https://127.0.0.1:{api_port}"
+    _write_kubeconfig(root / "kubeconfig", url=url, ca_file=pki / "ca.crt", user=USER, token=token)
     started = time.monotonic()
-    etcd = ManagedProcess(_etcd_spec(etcd_binary, root, etcd_port, etcd_peer_port))
-    apiserver = ManagedProcess(_apiserver_spec(apiserver_binary, root, api_port, etcd_port))
+    manager_port, scheduler_port = next(free), next(free)
+    readyz = http_ready(f"{url}/readyz", verify=ssl.create_default_context(cafile=str(pki / "ca.crt")))
+    steps: list[tuple[ProcessSpec, Callable[[], bool] | None]] = [
+        (_etcd_spec(root, etcd_port, etcd_peer_port), http_ready(f"http://127.0.0.1:{etcd_port}/health")),
+        (_apiserver_spec(root, api_port, etcd_port), readyz),
+        (
+            _spec("kube-controller-manager", controller_manager_args(root, port=manager_port), root),
+            healthz(root, manager_port),
+        ),
+        (_spec("kube-scheduler", scheduler_args(root, port=scheduler_port), root), healthz(root, scheduler_port)),
+        (_spec("kwok", kwok_args(root / "kubeconfig"), root), None),
+    ]
+    running: list[ManagedProcess] = []
+    pids: dict[str, int] = {}
     try:
-        etcd_pid = etcd.start(ready=http_ready(f"http://127.0.0.1:{etcd_port}/health"), timeout=timeout, detach=detach)
-        readyz = http_ready(
-            f"https://127.0.0.1:{api_port}/readyz", verify=ssl.create_default_context(cafile=str(pki / "ca.crt"))
+        for spec, ready in steps:
+            process = ManagedProcess(spec)
+            left = started + timeout - time.monotonic()
+            pids[spec.name] = process.start(ready=ready, timeout=left, detach=detach, needs=tuple(running))
+            running.append(process)
+        plane = ControlPlane(
+            root=root,
+            api_port=api_port,
+            etcd_port=etcd_port,
+            etcd_peer_port=etcd_peer_port,
+            token=token,
+            pids=pids,
+            startup_seconds=0.0,
+            processes=tuple(running),
         )
-        left = started + timeout - time.monotonic()
-        apiserver_pid = apiserver.start(ready=readyz, timeout=left, detach=detach, needs=[etcd])
+        plane.add_nodes(list(DEFAULT_NODES), timeout=max(started + timeout - time.monotonic(), 1.0))
+    except TimeoutError as exc:
+        _stop_all(running)
+        raise ControlPlaneError(
+            f"the cluster's nodes did not turn Ready: {exc} (kwok's log: {root / 'kwok.log'})"
+        ) from None
     except BaseException:
-        etcd.stop()  # a failed start stops the process it started itself
+        _stop_all(running)  # a failed start stops the processes it started itself
         raise
-    plane = ControlPlane(
-        root=root,
-        api_port=api_port,
-        etcd_port=etcd_port,
-        etcd_peer_port=etcd_peer_port,
-        token=token,
-        etcd_pid=etcd_pid,
-        apiserver_pid=apiserver_pid,
-        startup_seconds=time.monotonic() - started,
-        processes=(etcd, apiserver),
-    )
-    _write_kubeconfig(plane)
-    return plane
+    return dataclasses.replace(plane, startup_seconds=time.monotonic() - started)
 
 
 def stop_control_plane(plane: ControlPlane, *, remove_data: bool = False) -> None:
-    """Stops kube-apiserver, then etcd, by their pids (SIGTERM, then SIGKILL after 15 s).
+    """Stops the processes by their pids in the reverse order of their start (SIGTERM, then SIGKILL after 15 s).
 
     `remove_data` deletes etcd's data dir afterwards (its WAL preallocates 64 MB); certificates, the
     kubeconfig and the logs stay for a post-mortem.
     """
-    try:
-        stop_pid(plane.apiserver_pid, _STOP_GRACE, name="kube-apiserver")
-    finally:
-        stop_pid(plane.etcd_pid, _STOP_GRACE, name="etcd")
+    for name, pid in reversed(plane.pids.items()):
+        stop_pid(pid, _STOP_GRACE, name=name)
     if remove_data:
         shutil.rmtree(plane.root / "etcd-data", ignore_errors=True)
 
 
 def control_plane_running(plane: ControlPlane) -> bool:
-    return process_alive(plane.etcd_pid) and process_alive(plane.apiserver_pid)
+    return all(process_alive(pid) for pid in plane.pids.values())
 
 
 # --- processes -------------------------------------------------------------------------------------
@@ -200,7 +233,9 @@ _STOP_GRACE = 15.0
 """Seconds between SIGTERM and SIGKILL."""
 
 
-def _spec(name: str, binary: Path, args: list[str], root: Path) -> ProcessSpec:
+def _spec(name: str, args: list[str], root: Path) -> ProcessSpec:
+    """The process `name`, its binary found as SSH_GATEWAY_<NAME> in .toolchain.env."""
+    binary = toolchain_binary("SSH_GATEWAY_" + name.upper().replace("-", "_"))
     return ProcessSpec(
         name=name,
         argv=(str(binary), *args),
@@ -214,7 +249,12 @@ def _spec(name: str, binary: Path, args: list[str], root: Path) -> ProcessSpec:
     )
 
 
-def _etcd_spec(binary: Path, root: Path, port: int, peer_port: int) -> ProcessSpec:
+def _stop_all(running: list[ManagedProcess]) -> None:
+    for process in reversed(running):
+        process.stop()
+
+
+def _etcd_spec(root: Path, port: int, peer_port: int) -> ProcessSpec:
     peer = f"http://127.0.0.1:{peer_port}"
     client = f"http://127.0.0.1:{port}"
     args = [
@@ -229,10 +269,10 @@ def _etcd_spec(binary: Path, root: Path, port: int, peer_port: int) -> ProcessSp
         "--unsafe-no-fsync=true",
         "--log-level=warn",
     ]
-    return _spec("etcd", binary, args, root)
+    return _spec("etcd", args, root)
 
 
-def _apiserver_spec(binary: Path, root: Path, port: int, etcd_port: int) -> ProcessSpec:
+def _apiserver_spec(root: Path, port: int, etcd_port: int) -> ProcessSpec:
     pki = root / "pki"
     args = [
         f"--etcd-servers=http://127.0.0.1:{etcd_port}",
@@ -248,14 +288,17 @@ def _apiserver_spec(binary: Path, root: Path, port: int, etcd_port: int) -> Proc
         f"--service-account-issuer=https://127.0.0.1:{port}/",
         f"--service-account-key-file={pki / 'sa.key'}",
         f"--service-account-signing-key-file={pki / 'sa.key'}",
-        # No controller-manager creates service accounts' tokens here.
+        # Pods get no service-account token: kwok's pods run nothing, and a namespace's pods could otherwise
+        # not be created until the controller-manager has made its `default` ServiceAccount.
         "--disable-admission-plugins=ServiceAccount",
+        f"--default-not-ready-toleration-seconds={EVICTION_SECONDS}",
+        f"--default-unreachable-toleration-seconds={EVICTION_SECONDS}",
         "--allow-privileged=true",
         # One loopback "master" only: no Endpoints for the kubernetes Service to keep reconciling.
         "--endpoint-reconciler-type=none",
         "--enable-priority-and-fairness=false",
     ]
-    return _spec("kube-apiserver", binary, args, root)
+    return _spec("kube-apiserver", args, root)
 
 
 # --- certificates, token, kubeconfig ---------------------------------------------------------------
@@ -312,18 +355,15 @@ def _tokens(path: Path) -> tuple[str, str]:
     return admin.split(",", 1)[0], restricted.split(",", 1)[0]
 
 
-def _write_kubeconfig(
-    plane: ControlPlane, *, path: Path | None = None, user: str = USER, token: str | None = None
-) -> None:
-    cluster = {"server": plane.url, "certificate-authority": str(plane.ca_file)}
+def _write_kubeconfig(path: Path, *, url: str, ca_file: Path, user: str, token: str) -> None:
+    cluster = {"server": url, "certificate-authority": str(ca_file)}
     config = {
         "apiVersion": "v1",
         "kind": "Config",
         "clusters": [{"name": "ssh-gateway-test", "cluster": cluster}],
-        "users": [{"name": user, "user": {"token": token or plane.token}}],
+        "users": [{"name": user, "user": {"token": token}}],
         "contexts": [{"name": "ssh-gateway-test", "context": {"cluster": "ssh-gateway-test", "user": user}}],
         "current-context": "ssh-gateway-test",
     }
-    path = path or plane.kubeconfig
     path.write_text(yaml.safe_dump(config, sort_keys=False))
     path.chmod(0o600)

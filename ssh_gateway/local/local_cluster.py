@@ -40,13 +40,13 @@ def _how_to_use(plane: ControlPlane) -> str:
     pulumi = "scripts/pulumi config set --stack local --path"
     return "\n".join(
         [
-            f"kube-apiserver: {plane.url}  (etcd pid {plane.etcd_pid}, kube-apiserver pid {plane.apiserver_pid})",
+            f"kube-apiserver: {plane.url}",
+            f"processes:      {', '.join(f'{name} ({pid})' for name, pid in plane.pids.items())}",
             f"kubeconfig:     {plane.kubeconfig}",
-            f"logs:           {plane.root}/{{etcd,kube-apiserver}}.log",
+            f"logs:           {plane.root}/<process>.log",
             "Point the local stack at it (instances with target nodePort or clusterIp then get a real Service):",
             f"  {pulumi} ssh-gateway:kubernetes.kubeconfig {plane.kubeconfig}",
             f"  {pulumi} ssh-gateway:kubernetes.nodeIp 127.0.0.1",
-            f"  {pulumi} ssh-gateway:kubernetes.skipAwait true   # no controllers here: see docs/local-cluster.md",
             f"Try it: KUBECONFIG={plane.kubeconfig} kubectl get services -A   (if you have kubectl)",
         ]
     )
@@ -92,7 +92,7 @@ def _stop() -> int:
         return 0
     stop_control_plane(plane)  # keeps the data: a restart finds the local stack's Services again
     CLUSTER_STATE.unlink()
-    print(f"stopped etcd (pid {plane.etcd_pid}) and kube-apiserver (pid {plane.apiserver_pid})")
+    print(f"stopped {', '.join(plane.pids)}")
     print(f"data kept in {plane.root}")
     return 0
 

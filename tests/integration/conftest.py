@@ -120,19 +120,20 @@ def azurite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Azurite]:
         stop_azurite(handle, remove_data=True)
 
 
-# --- a real Kubernetes API server (kube_apiserver.py) ----------------------------------------------------
+# --- the cluster that acts (local/control_plane.py) -------------------------------------------------------
 
 
 @pytest.fixture(scope="session")
 def kube(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config) -> Iterator[ControlPlane]:
-    """etcd + kube-apiserver on loopback for the session; a binary that is not built fails the tests."""
+    """The cluster that acts (etcd, kube-apiserver, the controllers, the scheduler, kwok's nodes) on loopback for
+    the session; a binary that is not built fails the tests."""
     try:
         plane = start_control_plane(tmp_path_factory.mktemp("kube"))
     except (ToolchainMissing, ControlPlaneError) as exc:
         pytest.fail(f"no Kubernetes API server for the tests: {exc}")
     line = (
-        f"kube-apiserver + etcd ready in {plane.startup_seconds:.1f}s at {plane.url} "
-        f"(pids {plane.apiserver_pid}, {plane.etcd_pid}; logs in {plane.root})"
+        f"cluster ready in {plane.startup_seconds:.1f}s at {plane.url} "
+        f"({', '.join(f'{name} {pid}' for name, pid in plane.pids.items())}; logs in {plane.root})"
     )
     # Shown on the terminal even while pytest captures output (the fixture starts inside the first test).
     capture = pytestconfig.pluginmanager.get_plugin("capturemanager")
@@ -148,8 +149,8 @@ def kube(tmp_path_factory: pytest.TempPathFactory, pytestconfig: pytest.Config) 
 
 @pytest.fixture
 def kube_namespace(kube: ControlPlane) -> str:
-    """A fresh namespace per test. It is never deleted: with no namespace controller it would only sit in
-    Terminating, and the whole etcd goes away with the session."""
+    """A fresh namespace per test. It is left for the session's end (the whole etcd goes away with it): a test
+    that deletes a namespace does so on purpose."""
     name = f"it-{uuid.uuid4().hex[:8]}"
     kube.create_namespace(name)
     return name

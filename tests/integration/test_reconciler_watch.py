@@ -164,7 +164,7 @@ def test_the_watch_follows_an_api_server_that_went_away_and_came_back(tmp_path: 
         with following(client_of(plane), namespace, record):
             assert settle(record, quiet=1.0) == 1
             # A crash: kube-apiserver's graceful stop would wait for the watch to drain (up to 15 s here).
-            os.kill(plane.apiserver_pid, signal.SIGKILL)
+            os.kill(plane.pids["kube-apiserver"], signal.SIGKILL)
             stop_control_plane(plane)
             wait_for("the watch to see it go", lambda: any(e == "watch-down" for e, _ in record.events))
             time.sleep(2.0)  # a few of the backoff's retries against a closed port

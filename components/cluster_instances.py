@@ -34,6 +34,7 @@ from ssh_gateway.core.org import OrgView
 from ssh_gateway.core.settings import Settings
 
 from .kubernetes_objects import ownership_annotations
+from .refused import StackRefused
 
 __all__ = ["read_discovered", "register_status"]
 
@@ -82,12 +83,12 @@ def _check_names(project: str, stack: str) -> None:
     """The status ConfigMap's name and stack label are built from the stack's name, which must fit them."""
     name, label = status_config_map_name(stack), stack_label(project, stack)
     if len(name) > DNS_NAME_MAX or not _SUBDOMAIN.fullmatch(name):
-        raise pulumi.RunError(
+        raise StackRefused(
             f"ssh-gateway:discovery: stack {stack!r} makes the status ConfigMap name {name!r}, which Kubernetes "
             "refuses (lowercase letters, digits, '-' and '.'): use such a stack name"
         )
     if not _LABEL_VALUE.fullmatch(label):
-        raise pulumi.RunError(
+        raise StackRefused(
             f"ssh-gateway:discovery: project and stack make the label value {label!r}, which Kubernetes refuses "
             "(at most 63 letters, digits, '-', '_' and '.'): use a shorter stack name"
         )

@@ -4,6 +4,7 @@ it (`core/nsg_fit.py`)."""
 from __future__ import annotations
 
 import ipaddress
+from typing import Final
 
 import pulumi
 import pulumi_azure_native as azure_native
@@ -16,7 +17,12 @@ from ssh_gateway.core.org import OrgView
 from ssh_gateway.core.settings import FirewallOn, Settings
 from ssh_gateway.core.stack_plan import StackPlan, plan_stack
 
+from .refused import StackRefused
+
 __all__ = ["checked_plan"]
+
+_NOT_FOUND: Final = ("Status=404", 'Code="ResourceNotFound"', 'Code="ResourceGroupNotFound"')
+"""How azure-native's error names an NSG or resource group that does not exist (`PulumiAzcoreResponseError`)."""
 
 
 def _is_address(prefix: str) -> bool:
@@ -34,9 +40,12 @@ def read_nsg(fw: FirewallOn) -> NsgView:
         found = azure_native.network.get_network_security_group(
             resource_group_name=fw.resource_group, network_security_group_name=fw.nsg_name
         )
-    except Exception as exc:  # whatever the invoke raises, the stack is refused on one line
+    except Exception as exc:  # whatever the invoke raises, the stack is stopped on one line
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise pulumi.RunError(
+        # An NSG (or resource group) that is not there stays missing until a person acts; anything else (a 429,
+        # the network) may heal by itself.
+        stop = StackRefused if any(mark in first for mark in _NOT_FOUND) else pulumi.RunError
+        raise stop(
             f"cannot read NSG {fw.nsg_name!r} in resource group {fw.resource_group!r} (ssh-gateway:firewall) to "
             f"check that this stack's rules fit: {first}"
         ) from None
@@ -62,8 +71,8 @@ def checked_plan(settings: Settings, *, org: OrgView, name: StackName, discovere
     try:
         plan = plan_stack(settings, org=org, name=name, discovered=discovered, nsg=nsg)
     except ValueError as exc:  # no NSG priority free for a rule of the stack
-        raise pulumi.RunError(f"{PRIORITY_BASE_KEY}: {exc}") from None
+        raise StackRefused(f"{PRIORITY_BASE_KEY}: {exc}") from None
     problem = plan.firewall.problem() if plan.firewall is not None else None
     if problem is not None:
-        raise pulumi.RunError(problem)
+        raise StackRefused(problem)
     return plan

@@ -50,6 +50,7 @@ from ssh_gateway.core.outputs import (
     port_endpoint,
     stack_outputs,
 )
+from ssh_gateway.core.refusal_note import note_refusal
 from ssh_gateway.core.settings import (
     Connect,
     ConnectModeInstance,
@@ -77,6 +78,7 @@ from .host_identity import HostIdentityArgs, SecretPlace, Signing
 from .nsg_check import checked_plan
 from .pangolin_tcp import PangolinTargetArgs
 from .port_firewall import merged_firewall
+from .refused import StackRefused
 from .ssh_instance import SshInstance, SshInstanceArgs
 
 __all__ = ["build", "check_connect_port", "run"]
@@ -97,6 +99,8 @@ def run(*, project: str, stack: str) -> None:
         discovered = read_discovered(settings, org, project=project, stack=stack)
         plan = checked_plan(settings, org=org, name=name, discovered=discovered)
     except pulumi.RunError as problem:
+        if isinstance(problem, StackRefused):
+            note_refusal(str(problem))
         pulumi.log.error(str(problem))  # synchronous: sent before the exit below
         sys.exit(_ALREADY_SHOWN)
     for key, value in build(plan).items():
@@ -113,7 +117,7 @@ def load_settings() -> Settings:
     try:
         return read_config(_config())
     except SettingsError as exc:
-        raise pulumi.RunError(str(exc)) from None
+        raise StackRefused(str(exc)) from None
 
 
 def read_pangolin_org(settings: Settings) -> OrgView:
@@ -122,8 +126,8 @@ def read_pangolin_org(settings: Settings) -> OrgView:
     try:
         key, _ = find_api_key(_config(), os.environ)
         return read_org(pangolin.url, pangolin.org_id, key)
-    except ValueError as exc:
-        raise pulumi.RunError(str(exc)) from None
+    except ValueError as exc:  # no API key, or not one: Pangolin unreachable is a PangolinError, and may heal
+        raise StackRefused(str(exc)) from None
     except PangolinError as exc:
         raise pulumi.RunError(
             f"cannot list Pangolin org {pangolin.org_id!r} at {pangolin.url} to find the ports in use: {exc}"
@@ -141,7 +145,7 @@ def check_connect_port(settings: Settings, org: OrgView, name: StackName) -> Non
     ours = connect_resource_name(name.project, name.stack)
     others = [b for b in org.held_in([entry.port]).get(entry.port, []) if b.name != ours]
     if others:
-        raise pulumi.RunError(
+        raise StackRefused(
             f"ssh-gateway:connect.public.port {entry.port} is already bound by Pangolin resource "
             f"{others[0].resource_id} {others[0].name!r}: choose a free port for the CONNECT entry, or remove that "
             "resource"

@@ -35,6 +35,7 @@ from providers.unknowns import has_unknowns
 from ssh_gateway.core.allocation import AllocationError, AllocationState, allocate
 from ssh_gateway.core.org import Binding, contest
 from ssh_gateway.core.ports import PortRange
+from ssh_gateway.core.refusal_note import note_refusal
 
 ALLOCATION_ID: Final = "port-allocation"
 
@@ -117,6 +118,8 @@ class PortAllocationProvider(ResourceProvider):
                 previous=previous,
             )
         except AllocationError as exc:
+            for problem in exc.problems:
+                note_refusal(problem)  # the same at every run until the range or the instances change
             # No property: the engine then prints the reason alone, not the (long) value of one.
             return CheckResult(news, [CheckFailure("", problem) for problem in exc.problems])
         return CheckResult({**news, "ports": dict(sorted(state.ports.items())), "released": list(state.released)}, [])

@@ -28,8 +28,8 @@ EXIT_CODES: Final = {
     ExitCode.FAILED: "the command ran and found a problem: a broken layer, drift, a preview with errors, a failed demo",
     ExitCode.CANNOT_RUN: "usage or environment error: bad arguments, no toolchain, no such stack, a preview that did "
     "not run",
-    ExitCode.REFUSED: "refused, nothing written: an option from stack outputs that would run a command, or a config "
-    "the settings model rejects",
+    ExitCode.REFUSED: "refused, nothing written: an option from stack outputs that would run a command, a config "
+    "the settings model rejects, a stack refused at preview (one of Azure's limits, a missing NSG, a full range)",
 }
 """What each code means for every command (`ssh-gateway --help` ends with it); a command's own --help says what
 it means there (`Command.codes`)."""

@@ -36,9 +36,12 @@ COMMAND: Final = Command(
     ),
     codes={
         ExitCode.OK: "the update succeeded",
-        ExitCode.FAILED: "pulumi up failed (pulumi's own nonzero code is passed on); if it was interrupted: recover, "
-        "then up",
-        ExitCode.CANNOT_RUN: "cannot run: no toolchain, no such stack",
+        ExitCode.FAILED: "pulumi up failed; the last line says what to do (after Azure's SecurityRuleConflict: up "
+        "again; if it was interrupted: recover, then up)",
+        ExitCode.CANNOT_RUN: "cannot run: no toolchain, no such stack, pulumi's own usage or login error",
+        ExitCode.REFUSED: "refused, nothing written: the config, one of Azure's limits, a missing NSG, an exhausted "
+        "range (the error names it; the same at every up until it is changed)",
+        ExitCode.INTERRUPTED: "interrupted (Ctrl-C, or pulumi cancelled)",
     },
     run=_run,
     arguments=_arguments,

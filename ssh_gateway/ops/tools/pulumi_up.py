@@ -13,8 +13,9 @@ create) takes the `up`'s policy packs and is that `up`'s only preview.
 When a run dies either way, the path is the same: `ssh-gateway recover --stack S`, then `ssh-gateway up
 --stack S` again.
 
-Exit codes: pulumi's own (0 the update succeeded, else it failed), or 2 when it cannot run (no toolchain, no
-such stack).
+Exit codes (`up_outcome.py` maps pulumi's): 0 the update succeeded, 1 it failed, 2 it cannot run (no toolchain,
+no such stack), 3 the program or a provider refused the stack before anything was written (an invalid config, one
+of Azure's limits, a missing NSG, an exhausted range), 130 interrupted.
 """
 
 from __future__ import annotations
@@ -23,16 +24,20 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
 from ssh_gateway.core.log_events import JSON_LOG_ENV, Log, LogEvent, json_log
+from ssh_gateway.core.refusal_note import REFUSAL_FILE_ENV, noted_refusals
 from ssh_gateway.ops.exit_codes import ExitCode
 from ssh_gateway.ops.recovery.adopt import planned_creates, skip_checkpoints_is_recoverable
 from ssh_gateway.plumbing.pulumi_cli import PulumiFailed, run_pulumi
 from ssh_gateway.plumbing.toolchain import REPO, ToolchainMissing, pulumi_env
+
+from .up_outcome import error_messages, up_outcome
 
 __all__ = [
     "SKIP_CHECKPOINTS",
@@ -114,10 +119,28 @@ def _no_log(_event: LogEvent, **_fields: Any) -> None:
 def up(
     stack: str, extra: Sequence[str] = (), *, ambient: bool = False, work_dir: Path = REPO, log: Log = _no_log
 ) -> int:
-    """`pulumi up --yes --stack STACK [extra]`, checkpoints skipped on a first `up`; pulumi's exit code.
-    `ambient`: the pulumi on PATH with the environment's backend and secrets (CI), not the offline toolchain.
-    `log`: where its phases go (the reconciler's JSON log)."""
-    env = dict(os.environ) if ambient else pulumi_env()
+    """`pulumi up --yes --stack STACK [extra]`, checkpoints skipped on a first `up`; the exit code as
+    `up_outcome` maps pulumi's (3 for a refusal), its hint printed last. `ambient`: the pulumi on PATH with the
+    environment's backend and secrets (CI), not the offline toolchain. `log`: where its phases go (the
+    reconciler's JSON log)."""
+    with tempfile.TemporaryDirectory(prefix="ssh-gateway-up-") as scratch:
+        refusals, event_log = Path(scratch) / "refusals", Path(scratch) / "events.jsonl"
+        env = {**(dict(os.environ) if ambient else pulumi_env()), REFUSAL_FILE_ENV: str(refusals)}
+        try:
+            code = _pulumi_up(stack, extra, env=env, work_dir=work_dir, log=log, event_log=event_log)
+        except PulumiFailed as exc:  # the export, or a first up's decision preview
+            print(f"up: {exc}", file=sys.stderr)
+            code = exc.code
+        outcome = up_outcome(stack, code, refusals=noted_refusals(refusals), errors=error_messages(event_log))
+    if outcome.hint is not None:
+        print(outcome.hint, file=sys.stderr)
+    return outcome.code
+
+
+def _pulumi_up(
+    stack: str, extra: Sequence[str], *, env: dict[str, str], work_dir: Path, log: Log, event_log: Path
+) -> int:
+    """The export, a first up's decision preview, then `pulumi up`; pulumi's exit code."""
     shared = decision_preview_arguments(extra)
     began = time.monotonic()
     exported = _export(stack, work_dir, env)
@@ -133,17 +156,15 @@ def up(
     # packs): pulumi up's own preview would run the whole program again first, a third of a first up of 1000.
     previewed = not holds_resources(exported)  # `first_up_env` previews exactly then
     once = ["--skip-preview"] if previewed and shared is not None and "--skip-preview" not in extra else []
-    argv = ["pulumi", "up", "--yes", "--stack", stack, "--non-interactive", *once, *extra]
+    # The run's errors, for the hint (`up_outcome`); a caller's own --event-log wins. pulumi offers the flag behind
+    # PULUMI_DEBUG_COMMANDS, which the Automation API sets for the same flag; it adds nothing else to an `up`.
+    events = [] if any(a.partition("=")[0] == "--event-log" for a in extra) else ["--event-log", str(event_log)]
+    argv = ["pulumi", "up", "--yes", "--stack", stack, "--non-interactive", *once, *events, *extra]
     log(LogEvent.PULUMI_UP_START, stack=stack)
     began = time.monotonic()
-    done = subprocess.run(argv, cwd=work_dir, env={**env, **added}, check=False)  # noqa: S603
+    run_env = {**env, **added, "PULUMI_DEBUG_COMMANDS": "true"}
+    done = subprocess.run(argv, cwd=work_dir, env=run_env, check=False)  # noqa: S603
     log(LogEvent.PULUMI_UP, stack=stack, seconds=round(time.monotonic() - began, 2), code=done.returncode)
-    if done.returncode != 0:
-        print(
-            f"up {stack}: pulumi up exited {done.returncode}. If it was interrupted (killed, a runner lost): "
-            f"ssh-gateway recover --stack {stack}, then ssh-gateway up --stack {stack}",
-            file=sys.stderr,
-        )
     return done.returncode
 
 
@@ -153,6 +174,6 @@ def run_up(stack: str, extra: Sequence[str] = (), *, ambient: bool = False) -> i
     try:
         log = json_log() if os.environ.get(JSON_LOG_ENV) else _no_log
         return up(stack, extra, ambient=ambient, log=log)
-    except (ToolchainMissing, PulumiFailed) as exc:
+    except ToolchainMissing as exc:
         print(f"up: {exc}", file=sys.stderr)
         return ExitCode.CANNOT_RUN

@@ -8,17 +8,20 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from dataclasses import dataclass
 from typing import Final
 from urllib.parse import urlsplit
 
 __all__ = [
     "DNS_LABEL_MAX",
     "DNS_NAME_MAX",
+    "ListenAddress",
     "check_dns_label",
     "check_dns_name",
     "check_host",
     "check_hostname",
     "check_http_url",
+    "parse_listen_address",
 ]
 
 DNS_LABEL_MAX: Final = 63
@@ -94,3 +97,36 @@ def check_http_url(value: str) -> str:
         raise ValueError(f"{value!r} has port 0; give {allowed}")
     check_host(parts.hostname)
     return value.rstrip("/")
+
+
+@dataclass(frozen=True, kw_only=True)
+class ListenAddress:
+    """Where a server listens: a host ("" for every interface) and a port (0: any free one)."""
+
+    host: str
+    port: int
+
+    def __str__(self) -> str:
+        return f"[{self.host}]:{self.port}" if ":" in self.host else f"{self.host}:{self.port}"
+
+
+def parse_listen_address(text: str) -> ListenAddress:
+    """`HOST:PORT`, e.g. `0.0.0.0:9090`, `127.0.0.1:9090`, `[::]:9090`, `:9090` (every interface)."""
+    allowed = (
+        "HOST:PORT such as 0.0.0.0:9090, 127.0.0.1:9090, [::]:9090 or :9090 (every interface), "
+        "with a port from 0 (any free one) to 65535"
+    )
+    host, colon, port = text.rpartition(":")
+    if not colon or not port.isdigit() or int(port) > 65535:
+        raise ValueError(f"{text!r} is not {allowed}")
+    bracketed = host.startswith("[") and host.endswith("]")
+    if bracketed:
+        host = host[1:-1]
+    try:
+        if bracketed or ":" in host:
+            ipaddress.IPv6Address(host)
+        elif host:
+            check_host(host)
+    except ValueError:
+        raise ValueError(f"{text!r} is not {allowed}: {host!r} is not a host") from None
+    return ListenAddress(host=host, port=int(port))

@@ -82,7 +82,7 @@ def test_the_earliest_grace_expiry_wakes_the_worker() -> None:
     steps = Steps()
     expiries = iter([time.time() + 1.0])
     worker = StackWorker(
-        "s", run_step=steps, lease=None, log=steps.log, debounce=0.1, next_expiry=lambda: next(expiries, None)
+        "s", run_step=steps, lease=None, log=steps.log, debounce=0.1, after_pass=lambda _ran: next(expiries, None)
     )
     with running(worker):
         wait_for(lambda: len(steps.ups()) == 2, timeout=5.0)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 from typing import Final
 
+from ssh_gateway.core.addresses import ListenAddress, parse_listen_address
 from ssh_gateway.ops.command import Command
 from ssh_gateway.ops.exit_codes import ExitCode
 
@@ -34,6 +35,19 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--resync", type=float, default=None, metavar="SECONDS", help="a pass at least this often (default: 600)"
     )
+    parser.add_argument(
+        "--metrics-address",
+        type=_listen_address,
+        metavar="HOST:PORT",
+        help="serve /metrics (Prometheus), /healthz and /readyz there, e.g. 0.0.0.0:9090 (default: off)",
+    )
+
+
+def _listen_address(text: str) -> ListenAddress:
+    try:
+        return parse_listen_address(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -46,6 +60,7 @@ def _run(args: argparse.Namespace) -> int:
         skip_preview=bool(args.skip_preview),
         identity=args.identity,
         resync=float(args.resync) if args.resync else None,
+        metrics_address=args.metrics_address,
     )
 
 
@@ -59,13 +74,14 @@ COMMAND: Final = Command(
     "after one that failed, it runs `ssh-gateway recover`. One JSON line per event on stderr (docs/reconciler.md).",
     examples=(
         "ssh-gateway reconcile --stack dev",
-        "ssh-gateway reconcile --ambient --skip-preview --stack prod-a --stack prod-b   # in the Deployment",
+        "ssh-gateway reconcile --ambient --skip-preview --metrics-address :9090 --stack prod-a   # in the Deployment",
         "ssh-gateway reconcile --once --ambient --stack prod-a   # a scheduled CI job",
     ),
     codes={
         ExitCode.OK: "stopped by SIGTERM or SIGINT; with --once: every up succeeded (or another replica's covered it)",
         ExitCode.FAILED: "with --once: an up failed (the worst exit code of the stacks' ups is passed on)",
-        ExitCode.CANNOT_RUN: "the cluster cannot be reached with the stack's kubeconfig",
+        ExitCode.CANNOT_RUN: "the cluster cannot be reached with the stack's kubeconfig, or --metrics-address cannot "
+        "be listened on",
         ExitCode.REFUSED: "a stack file cannot be read, its settings are invalid, or it has no ssh-gateway:discovery",
         ExitCode.INTERRUPTED: "with --once: stopped (SIGTERM, SIGINT) before a stack's pass ran",
     },

@@ -88,6 +88,8 @@ class StackLease:
         self._stack_label = stack_label
         self._lease: V1Lease | None = None
         self._seen: _Seen | None = None
+        self.answered = False
+        """Whether a read of the lease has answered once (held, free or absent): its state is known (/readyz)."""
         self.taken_from: str | None = None
         """The holder this replica last took the lease from once it expired (it stopped renewing mid-`up`: dead,
         or cut off), None when the lease was free; set by `acquire`."""
@@ -118,8 +120,10 @@ class StackLease:
         except ApiException as exc:
             if exc.status != _NOT_FOUND:
                 raise
+            self.answered = True
             self.taken_from = None
             return self._create(now)
+        self.answered = True
         spec = current.spec or V1LeaseSpec()
         version = str(current.metadata.resource_version if current.metadata else "")
         if self._seen is None or self._seen.version != version:

@@ -19,18 +19,22 @@ import yaml
 from kubernetes.client import ApiClient, CoreV1Api
 from kubernetes.client.exceptions import ApiException
 
-from ssh_gateway.core.addresses import check_dns_name
-from ssh_gateway.core.discovery_status import StatusError, read_memory
-from ssh_gateway.core.discovery_status import next_expiry as expiry_of
+from ssh_gateway.core.addresses import ListenAddress, check_dns_name
 from ssh_gateway.core.log_events import JSON_LOG_ENV, Log, LogEvent
 from ssh_gateway.core.names import DiscoverFrom, reconcile_lease_name, stack_label, status_config_map_name
 from ssh_gateway.core.settings import SettingsError, read_stack_file
-from ssh_gateway.kube import KubeError, api_client, read_status
+from ssh_gateway.kube import api_client
 from ssh_gateway.ops.exit_codes import ExitCode
 from ssh_gateway.ops.shared.automation import stack_file
 from ssh_gateway.plumbing.toolchain import REPO
 
+from .after_pass import StatusFollower
+from .endpoint import MetricsEndpoint
+from .events import EventRecorder
+from .health import Health
 from .lease import StackLease
+from .metrics import ReconcilerMetrics
+from .signals import StackSignals
 from .watch import StackWatch
 from .worker import Action, RunStep, StackWorker
 
@@ -135,36 +139,58 @@ class _Stack:
     target: StackTarget
     api: ApiClient
     worker: StackWorker
+    follower: StatusFollower
 
 
-def _stack(target: StackTarget, *, run_step: RunStep, log: Log, identity: str, **timing: float) -> _Stack:
+@dataclass(frozen=True)
+class _Shared:
+    """What every stack of one reconciler shares."""
+
+    run_step: RunStep
+    log: Log
+    identity: str
+    metrics: ReconcilerMetrics
+    health: Health
+    watched: bool
+    """Whether the stacks' objects are watched (not with `--once`): the health rule then follows the watches."""
+
+
+def _stack(target: StackTarget, shared: _Shared, **timing: float) -> _Stack:
     api = api_client(target.kubeconfig, target.context)
     lease = StackLease(
         api,
         namespace=target.status_namespace,
         name=reconcile_lease_name(target.stack),
-        identity=identity,
+        identity=shared.identity,
         stack_label=stack_label(target.project, target.stack),
     )
-
-    def next_expiry() -> float | None:
-        try:
-            status = read_status(api, target.status_namespace, status_config_map_name(target.stack))
-            at = expiry_of(read_memory(status), target.grace_period)
-        except (KubeError, StatusError):
-            return None  # the resync covers it
-        return None if at is None else at.timestamp()
-
+    signals = StackSignals(
+        target.stack,
+        metrics=shared.metrics,
+        health=shared.health,
+        namespaces=target.namespaces if shared.watched else (),
+        lease_known=lambda: lease.answered,
+    )
+    follower = StatusFollower(
+        api,
+        namespace=target.status_namespace,
+        name=status_config_map_name(target.stack),
+        grace_period=target.grace_period,
+        signals=signals,
+        events=EventRecorder(api, stack=target.stack, instance=shared.identity, log=shared.log),
+        log=shared.log,
+    )
     worker = StackWorker(
         target.stack,
-        run_step=run_step,
+        run_step=shared.run_step,
         lease=lease,
-        log=log,
-        next_expiry=next_expiry,
+        log=shared.log,
+        after_pass=follower.after_pass,
         host_gone=lambda host: pod_gone(api, os.environ.get("POD_NAMESPACE"), host),
+        signals=signals,
         **timing,
     )
-    return _Stack(target=target, api=api, worker=worker)
+    return _Stack(target=target, api=api, worker=worker, follower=follower)
 
 
 def reconcile(
@@ -175,23 +201,46 @@ def reconcile(
     stop: threading.Event,
     once: bool = False,
     identity: str | None = None,
+    metrics_address: ListenAddress | None = None,
     **timing: float,
 ) -> int:
     """Follows `targets` until `stop` is set (0), or with `once` one pass each: the worst `up`'s exit code.
+    `metrics_address`: where /metrics, /healthz and /readyz are served (an `EndpointError` when it cannot listen there).
     `timing` goes to each `StackWorker` (debounce, max_delay, resync)."""
-    who = identity or default_identity()
-    stacks = [_stack(t, run_step=run_step, log=log, identity=who, **timing) for t in targets]
-    if once:
-        codes: dict[str, int | None] = {}
+    metrics, health = ReconcilerMetrics(), Health()
+    endpoint = MetricsEndpoint(metrics_address, metrics, health) if metrics_address is not None else None
+    try:
+        shared = _Shared(run_step, log, identity or default_identity(), metrics, health, watched=not once)
+        stacks = [_stack(t, shared, **timing) for t in targets]
+        if endpoint is not None:
+            endpoint.start()
+        for s in stacks:
+            s.follower.baseline()
+        if once:
+            return _once(stacks, stop)
+        return _follow(stacks, shared, stop, None if endpoint is None else str(endpoint.address))
+    finally:
+        if endpoint is not None:
+            endpoint.stop()
 
-        def one(s: _Stack) -> None:
-            codes[s.target.stack] = s.worker.run_once(["once"], time.time(), stop)
 
-        _all(stacks, one)
-        if stop.is_set() and None in codes.values():
-            return ExitCode.INTERRUPTED  # a stack's pass never ran: not a success
-        ran = [c for c in codes.values() if c is not None]
-        return max(ran, default=0)
+def _once(stacks: Sequence[_Stack], stop: threading.Event) -> int:
+    """One pass each: the worst `up`'s exit code (INTERRUPTED when stopped before a stack's pass ran)."""
+    codes: dict[str, int | None] = {}
+
+    def one(s: _Stack) -> None:
+        codes[s.target.stack] = s.worker.run_once(["once"], time.time(), stop)
+
+    _all(stacks, one)
+    if stop.is_set() and None in codes.values():
+        return ExitCode.INTERRUPTED  # a stack's pass never ran: not a success
+    ran = [c for c in codes.values() if c is not None]
+    return max(ran, default=0)
+
+
+def _follow(stacks: Sequence[_Stack], shared: _Shared, stop: threading.Event, served: str | None) -> int:
+    """Each stack's watch and worker until `stop` is set."""
+    log = shared.log
     watches = [
         StackWatch(
             s.api,
@@ -200,10 +249,12 @@ def reconcile(
             selector=s.target.selector,
             notify=s.worker.mark,
             report=_reporter(log, s.target.stack),
+            signals=s.worker.signals,
         )
         for s in stacks
     ]
-    log(LogEvent.START, stacks=[s.target.stack for s in stacks], identity=who)
+    metrics = {"metrics": served} if served is not None else {}
+    log(LogEvent.START, stacks=[s.target.stack for s in stacks], identity=shared.identity, **metrics)
     for watch in watches:
         watch.start()
     try:

@@ -8,10 +8,12 @@ import sys
 import threading
 from collections.abc import Sequence
 
+from ssh_gateway.core.addresses import ListenAddress
 from ssh_gateway.core.log_events import json_log
 from ssh_gateway.kube import KubeError
 from ssh_gateway.ops.exit_codes import ExitCode
 
+from .endpoint import EndpointError
 from .reconciler import TargetError, reconcile, stack_target, subprocess_steps
 
 __all__ = ["serve"]
@@ -25,9 +27,10 @@ def serve(
     skip_preview: bool = False,
     identity: str | None = None,
     resync: float | None = None,
+    metrics_address: ListenAddress | None = None,
 ) -> int:
     """Follows `stacks` (each once, in order): REFUSED when one cannot be followed, CANNOT_RUN when the cluster
-    cannot be reached, else the reconciler's own code."""
+    cannot be reached or `metrics_address` cannot be listened on, else the reconciler's own code."""
     try:
         targets = [stack_target(stack) for stack in dict.fromkeys(stacks)]
     except TargetError as exc:
@@ -46,8 +49,9 @@ def serve(
             stop=stop,
             once=once,
             identity=identity,
+            metrics_address=metrics_address,
             **timing,
         )
-    except KubeError as exc:
+    except (KubeError, EndpointError) as exc:
         print(f"reconcile: {exc}", file=sys.stderr)
         return ExitCode.CANNOT_RUN

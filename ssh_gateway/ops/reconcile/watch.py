@@ -20,7 +20,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 import urllib3
 from kubernetes.client import ApiClient, CoreV1Api
@@ -33,7 +33,7 @@ from ssh_gateway.core.log_events import LogEvent
 from ssh_gateway.core.names import DISCOVERY_PREFIX, DiscoverFrom
 from ssh_gateway.kube import KubeError, list_selected
 
-__all__ = ["StackWatch"]
+__all__ = ["StackWatch", "WatchSignals"]
 
 WATCH_SECONDS: Final = 240
 """How long the API server keeps one watch stream open; it is then resumed from the last version seen."""
@@ -77,6 +77,24 @@ Report = Callable[[LogEvent, Mapping[str, Any]], None]
 """Called with an event name and its fields, for the log (`watch-down`, `watch-resumed`)."""
 
 
+class WatchSignals(Protocol):
+    """What the watch tells the health rule and the metrics (signals.py's `StackSignals`)."""
+
+    def delivered(self, namespace: str, *, listing: bool = False) -> None:
+        """A listing, an event or a bookmark came, or the server ended a stream on time."""
+
+    def watch_restarted(self) -> None:
+        """A listing again, after a failure or a version compacted away."""
+
+
+class _Silent:
+    def delivered(self, namespace: str, *, listing: bool = False) -> None:
+        pass
+
+    def watch_restarted(self) -> None:
+        pass
+
+
 class StackWatch:
     """The watches of one stack's selection; `start` them, `stop` them."""
 
@@ -89,8 +107,10 @@ class StackWatch:
         selector: Mapping[str, str],
         notify: Notify,
         report: Report,
+        signals: WatchSignals | None = None,
     ) -> None:
         self._api = api
+        self._signals = signals or _Silent()
         self._core = CoreV1Api(api)
         self._kind = kind
         self._namespaces = namespaces
@@ -137,6 +157,9 @@ class StackWatch:
         """Lists when there is no version to resume from, then watches until the stream ends."""
         if state.version is None:
             state.version = self._relist(state.name, state.known, compare=state.listed)
+            self._signals.delivered(state.name, listing=True)
+            if state.listed:
+                self._signals.watch_restarted()
             state.listed = True
             if state.down is not None:
                 self._report(LogEvent.WATCH_RESUMED, {"namespace": state.name, "after": state.down})
@@ -194,10 +217,12 @@ class StackWatch:
                 allow_watch_bookmarks=True,
                 _request_timeout=(5.0, WATCH_SECONDS + 30.0),
             ):
+                self._signals.delivered(namespace)
                 self._event(namespace, event, known)
         finally:
             with self._lock:
                 self._watches.pop(namespace, None)
+        self._signals.delivered(namespace)  # the server ended the stream on time (a failure raised instead)
         return str(watch.resource_version or version)
 
     def _event(self, namespace: str, event: Mapping[str, Any], known: dict[str, Fingerprint]) -> None:

@@ -24,9 +24,11 @@ from ssh_gateway.core.log_events import Log, LogEvent
 from ssh_gateway.ops.exit_codes import ExitCode
 
 from .lease import LastUp, LeaseLost, StackLease
+from .signals import StackSignals
 
 __all__ = [
     "Action",
+    "AfterPass",
     "RunStep",
     "StackWorker",
 ]
@@ -46,6 +48,9 @@ kept by NTP, differ by far less."""
 Action = Literal["recover", "up"]
 RunStep = Callable[[Action, str, Sequence[str]], int]
 """Runs `ssh-gateway <action> --stack <stack> [arguments]` and returns its exit code (a test counts the calls)."""
+AfterPass = Callable[[bool], float | None]
+"""Called after each pass with whether this replica ran its `up` (False: another's covered it): the stack's status
+read once, for the gauges and Events; returns the next grace expiry (seconds since the epoch), None for none."""
 
 
 @dataclass
@@ -70,8 +75,9 @@ class StackWorker:
         run_step: RunStep,
         lease: StackLease | None,
         log: Log,
-        next_expiry: Callable[[], float | None] = lambda: None,
+        after_pass: AfterPass = lambda _ran: None,
         host_gone: Callable[[str], bool] = lambda _host: False,
+        signals: StackSignals | None = None,
         debounce: float = DEBOUNCE_SECONDS,
         max_delay: float = MAX_DELAY_SECONDS,
         resync: float = RESYNC_SECONDS,
@@ -80,8 +86,10 @@ class StackWorker:
         self._run_step = run_step
         self._lease = lease
         self._log = log
-        self._next_expiry = next_expiry
+        self._after_pass = after_pass
+        self._next_at: float | None = None
         self._host_gone = host_gone
+        self.signals = signals or StackSignals(stack)
         self._debounce = debounce
         self._max_delay = max_delay
         self._resync = resync
@@ -103,6 +111,7 @@ class StackWorker:
                 self._pending.first, self._pending.first_wall = now, time.time()
             self._pending.reasons.append(reason)
             self._pending.last = now
+            self.signals.waiting(len(self._pending.reasons))
             self._cond.notify_all()
 
     def run(self, stop: threading.Event) -> None:
@@ -119,18 +128,29 @@ class StackWorker:
             expiry_at = self._expiry()
 
     def run_once(self, reasons: list[str], since: float, stop: threading.Event) -> int | None:
-        """One pass under the stack's lease; the `up`'s exit code, or None when none ran (covered, stopped)."""
+        """One pass under the stack's lease, then `after_pass`; the `up`'s exit code, or None when none ran
+        (covered, stopped)."""
         lease = self._lease
         if lease is not None:
             try:
                 last = lease.acquire(stop, self._waiting)
             except LeaseLost:
                 return None
+            self.signals.lease(held=True)
             if last is not None and last.code == 0 and last.started > since + CLOCK_MARGIN:
                 lease.release(None)
+                self.signals.lease(held=False)
                 self._needs_heal = False
                 self._log(LogEvent.UP_COVERED, stack=self.stack, reason=_shown(reasons), by=last.holder)
+                self.signals.covered()
+                self._next_at = self._after_pass(False)
                 return None
+        code = self._held_pass(reasons, lease)
+        self._next_at = self._after_pass(True)
+        return code
+
+    def _held_pass(self, reasons: list[str], lease: StackLease | None) -> int:
+        """`recover` when needed and the `up`, the lease (if any) renewed meanwhile and released after."""
         gone: list[str] = []
         if lease is not None and lease.taken_from is not None:
             # Its holder stopped renewing mid-`up`: what it left needs recover, which may remove its stack lock
@@ -140,20 +160,27 @@ class StackWorker:
             self._log(LogEvent.LEASE_TAKEN_OVER, stack=self.stack, holder=lease.taken_from, holder_gone=bool(gone))
         renewing = threading.Event()
         if lease is not None:
-            lease.hold(renewing, lambda why: self._log(LogEvent.LEASE_LOST, stack=self.stack, error=why))
+            lease.hold(renewing, self._lost)
         started = time.time()
         code: int = ExitCode.CANNOT_RUN  # what the lease records if the step raised
+        self.signals.pass_began()
         try:
             code = self._heal_and_up(reasons, gone)
         finally:
+            self.signals.pass_ended()
             renewing.set()
             if lease is not None:
                 lease.release(LastUp(started=started, code=code, holder=lease.identity))
+                self.signals.lease(held=False)
         self.codes.append(code)
         return code
 
     def _waiting(self, holder: str) -> None:
         self._log(LogEvent.LEASE_WAIT, stack=self.stack, holder=holder)
+
+    def _lost(self, why: str) -> None:
+        self.signals.lease(held=False)
+        self._log(LogEvent.LEASE_LOST, stack=self.stack, error=why)
 
     def _heal_and_up(self, reasons: list[str], gone_hosts: Sequence[str]) -> int:
         if self._needs_heal:
@@ -164,8 +191,9 @@ class StackWorker:
         began = time.monotonic()
         code = self._step("up", ())
         self._needs_heal = code != 0
-        seconds = round(time.monotonic() - began, 2)
-        self._log(LogEvent.UP, stack=self.stack, reason=_shown(reasons), seconds=seconds, code=code)
+        seconds = time.monotonic() - began
+        self.signals.up_ended(code, seconds)
+        self._log(LogEvent.UP, stack=self.stack, reason=_shown(reasons), seconds=round(seconds, 2), code=code)
         return code
 
     def _step(self, action: Action, arguments: Sequence[str]) -> int:
@@ -198,11 +226,13 @@ class StackWorker:
             else:
                 reasons, since = ["grace expiry"], time.time()
             self._pending = _Pending()
+            self.signals.waiting(0)
             return reasons, since
 
     def _expiry(self) -> float | None:
-        """The earliest grace expiry of the stack's gone instances, on the monotonic clock (None: none, unknown)."""
-        at = self._next_expiry()
+        """The earliest grace expiry of the stack's gone instances, as the last pass's `after_pass` found it, on
+        the monotonic clock (None: none, unknown)."""
+        at = self._next_at
         return None if at is None else time.monotonic() + max(0.0, at - time.time()) + 1.0
 
     def notify(self) -> None:

@@ -9,6 +9,10 @@ when it cannot, so a reconciler that misses an event, or runs while the API serv
 - `watch`: a stack's watches (list, watch from the resourceVersion, relist on 410, backoff when the server is gone);
 - `worker`: one per stack, one `up` at a time, changes batched into the next, debounce, resync, grace wake-up;
 - `lease`: the Kubernetes Lease per stack that two replicas take turns with;
+- `after_pass`: the status ConfigMap read after each pass: the gauges, the `events` (Kubernetes Events on the
+  objects), the next grace expiry;
+- `metrics`, `health`, `signals`, `endpoint`: the Prometheus series, the health rule, what the watch and the worker
+  report to both, and the HTTP endpoint (`--metrics-address`) that serves them;
 - `reconciler`: the stacks' parts put together; `serve`: what `ssh-gateway reconcile` (ops/commands/reconcile.py)
   runs: the targets read, the reconciler run until stopped.
 

@@ -13,6 +13,7 @@ pass. Needs `events` create and patch (events.k8s.io) in the selected namespaces
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -22,6 +23,7 @@ import urllib3
 from kubernetes.client import ApiClient, EventsV1Api, EventsV1Event, V1ObjectMeta, V1ObjectReference
 from kubernetes.client.exceptions import ApiException
 
+from ssh_gateway.core.addresses import DNS_NAME_MAX
 from ssh_gateway.core.discovery_records import ObjectRef
 from ssh_gateway.core.log_events import Log, LogEvent
 from ssh_gateway.core.names import DISCOVERY_PREFIX, DiscoverFrom
@@ -116,7 +118,7 @@ class EventRecorder:
     def _create(self, occurrence: Occurrence) -> _Series:
         obj = occurrence.obj
         body = EventsV1Event(
-            metadata=V1ObjectMeta(generate_name=f"{obj.name}.", namespace=obj.namespace),
+            metadata=V1ObjectMeta(name=_event_name(obj.name), namespace=obj.namespace),
             event_time=_now(),
             reporting_controller=REPORTING_CONTROLLER,
             reporting_instance=self._instance,
@@ -159,6 +161,13 @@ class EventRecorder:
 
     def _succeeded(self) -> None:
         self._failing = False
+
+
+def _event_name(name: str) -> str:
+    """client-go's: the object's name and the time in hex nanoseconds (`generateName` would end in '.', which
+    the API server refuses), within a name's 253 characters."""
+    suffix = f".{time.time_ns():x}"
+    return name[: DNS_NAME_MAX - len(suffix)] + suffix
 
 
 def _now() -> datetime:

@@ -80,7 +80,10 @@ def kwok_args(kubeconfig: Path) -> list[str]:
 
 
 def add_node(api: httpx.Client, node: SimulatedNode) -> None:
-    api.post("/api/v1/nodes", json=node.manifest()).raise_for_status()
+    """Registers the node; one already there (a cluster started again on its data) is kwok's again at once."""
+    response = api.post("/api/v1/nodes", json=node.manifest())
+    if response.status_code != httpx.codes.CONFLICT:
+        response.raise_for_status()
 
 
 def wait_nodes_ready(api: httpx.Client, names: list[str], timeout: float) -> None:

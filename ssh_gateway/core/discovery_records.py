@@ -128,6 +128,8 @@ class Remembered:
     instance: Mapping[str, Any]
     """The accepted instance, as config (by alias)."""
     missing_since: datetime | None
+    held: bool = False
+    """Whether the guard held its removal back in that run (its entry's `state`)."""
 
 
 @dataclass(frozen=True, kw_only=True)

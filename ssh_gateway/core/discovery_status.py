@@ -120,6 +120,7 @@ def read_memory(status: StatusMap | None) -> dict[str, Remembered]:
                 annotations={str(k): str(v) for k, v in dict(entry.get("annotations") or {}).items()},
                 instance=dict(entry["instance"]),
                 missing_since=_parse_time(entry.get("missingSince"), where),
+                held=State(entry.get("state", State.PRESENT)) is State.HELD,
             )
         except (json.JSONDecodeError, KeyError, TypeError, ValueError) as exc:
             if isinstance(exc, StatusError):
@@ -132,8 +133,10 @@ def read_memory(status: StatusMap | None) -> dict[str, Remembered]:
 
 def next_expiry(memory: Mapping[str, Remembered], grace_period: int) -> datetime | None:
     """When the first gone instance's grace period ends (the next run after it removes the instance), or None
-    when none is gone: the time a trigger such as `ssh-gateway reconcile` wakes up at."""
-    gone = [r.missing_since for r in memory.values() if r.missing_since is not None]
+    when none is gone: the time a trigger such as `ssh-gateway reconcile` wakes up at. An instance whose removal
+    the guard held back is left out: its end is past, and only a person or its object changes that, so waking for
+    it changes nothing (issue 36: a reconciler woke every 10 s for one)."""
+    gone = [r.missing_since for r in memory.values() if r.missing_since is not None and not r.held]
     return min(gone) + timedelta(seconds=grace_period) if gone else None
 
 

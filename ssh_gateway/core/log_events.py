@@ -30,6 +30,11 @@ class LogEvent(StrEnum):
     UP = "up"
     """A worker's `up` ended (`seconds`: the whole `ssh-gateway up` process, `code`)."""
     UP_COVERED = "up-covered"
+    UP_RETRY = "up-retry"
+    """A worker's `up` failed; the next try is in `seconds` (doubling from 2 s to 5 min: `failures` in a row)."""
+    UP_REFUSED = "up-refused"
+    """A worker's `up` was refused (exit 3, nothing written): logged once, not retried until a change, the resync
+    or a grace expiry."""
     LEASE_WAIT = "lease-wait"
     LEASE_TAKEN_OVER = "lease-taken-over"
     LEASE_LOST = "lease-lost"

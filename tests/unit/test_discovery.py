@@ -206,6 +206,15 @@ def test_the_next_expiry_is_the_first_gone_instances_end_of_grace() -> None:
     assert next_expiry(remember(both_gone), 600) == NOW + timedelta(minutes=10)
 
 
+def test_a_removal_the_guard_holds_back_sets_no_expiry_to_wake_for() -> None:
+    settings = stack(gracePeriod=0, maxRemovals=0)
+    first = run(settings, pod("alice"))
+    held = run(settings, memory=remember(first), now=NOW + timedelta(minutes=1))
+    assert held.held == ("alice",)
+    # Its end is past, and a run then holds it again: only a person (maxRemovals) or the pod changes that.
+    assert next_expiry(remember(held), 0) is None
+
+
 def test_a_pod_back_within_the_grace_period_is_the_same_instance() -> None:
     settings = stack()
     first = run(settings, pod("alice", uid="one"))

@@ -100,3 +100,59 @@ def test_a_step_that_cannot_start_is_a_failed_up_and_the_next_pass_recovers_firs
     assert [e for e, _ in steps.events if e == "step-error"] == ["step-error"]
     assert steps.calls == ["recover", "up", "recover", "up"]
     assert worker.codes == [2, 0]
+
+
+class Codes(Steps):
+    """Each `up` exits with the next of `codes` (then 0)."""
+
+    def __init__(self, *codes: int) -> None:
+        super().__init__()
+        self.codes = iter(codes)
+        self.times: list[float] = []
+
+    def __call__(self, action: Action, stack: str, arguments: Sequence[str]) -> int:
+        super().__call__(action, stack, arguments)
+        if action != "up":
+            return 0
+        self.times.append(time.monotonic())
+        return next(self.codes, 0)
+
+
+def test_a_failed_up_is_tried_again_doubling_until_it_succeeds() -> None:
+    steps = Codes(1, 1, 1, 0)
+    worker = StackWorker("s", run_step=steps, lease=None, log=steps.log, debounce=0.05, retry=0.2, retry_cap=0.5)
+    with running(worker):
+        wait_for(lambda: len(steps.ups()) == 4)
+        time.sleep(1.2)  # a success: no retry after it
+    assert [u["reason"] for u in steps.ups()] == ["start", "retry 1", "retry 2", "retry 3"]
+    gaps = [b - a for a, b in zip(steps.times, steps.times[1:], strict=False)]
+    assert all(d <= gap < d + 0.15 for gap, d in zip(gaps, [0.2, 0.4, 0.5], strict=True)), gaps  # doubling, capped
+    assert [f["seconds"] for e, f in steps.events if e == "up-retry"] == [0.2, 0.4, 0.5]
+    assert steps.calls == ["recover", "up", "recover", "up", "recover", "up", "recover", "up"]
+
+
+def test_a_refused_up_is_logged_once_and_waits_for_a_change() -> None:
+    steps = Codes(3, 3)
+    worker = StackWorker("s", run_step=steps, lease=None, log=steps.log, debounce=0.05, retry=0.1)
+    with running(worker):
+        wait_for(lambda: len(steps.ups()) == 1)
+        time.sleep(1.0)  # quiet: no retry of a refusal
+        assert len(steps.ups()) == 1
+        worker.mark("changed pod ns/p0")
+        wait_for(lambda: len(steps.ups()) == 2)
+        time.sleep(0.5)
+    assert [u["code"] for u in steps.ups()] == [3, 3]
+    assert [e for e, _ in steps.events if e in ("up-refused", "up-retry")] == ["up-refused"]
+    assert steps.calls == ["recover", "up", "up"]  # a refused `up` wrote nothing: nothing to recover
+
+
+def test_a_grace_expiry_before_the_pass_began_wakes_nothing() -> None:
+    # A pass that failed left the status as it was, with an end already past: its retry is due, not a spin.
+    steps = Codes(3)
+    worker = StackWorker(
+        "s", run_step=steps, lease=None, log=steps.log, debounce=0.05, after_pass=lambda _ran: time.time() - 5.0
+    )
+    with running(worker):
+        wait_for(lambda: len(steps.ups()) == 1)
+        time.sleep(1.0)
+    assert len(steps.ups()) == 1

@@ -6,6 +6,11 @@ land before the `up` starts, bounded so a steady trickle cannot postpone it. Bes
 periodic resync (level-based: a missed event costs at most one period) and when the earliest grace period in the
 stack's status ConfigMap runs out (the object stayed gone: its instance is removed by that run).
 
+A pass that changes nothing wakes nothing: a grace expiry wakes the worker only when it ends after the last pass
+began (the guard's held removals end before it: they wait for a person or their objects). A failed `up` is tried
+again after `RETRY`'s delay (2 s doubling to 5 min), a change or the resync; a refused one (exit 3: nothing
+written, the same until a person acts) is logged once and waits for a change, the resync or a grace expiry.
+
 Around each `up`: the stack's Lease (lease.py), so that two replicas never run one stack's `up` at once; a
 replica that waited for it skips its `up` when the other's started after its changes and succeeded. Before the
 first `up` of a process, and after one that failed, `ssh-gateway recover` runs first: a run killed with -9 (a
@@ -45,6 +50,26 @@ CLOCK_MARGIN: Final = 2.0
 """Seconds by which another replica's `up` must have started after a change to cover it: two pods' clocks,
 kept by NTP, differ by far less."""
 
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """When a failed `up` is tried again. Not client-go's `OnError` (`kubernetes.utils.on_error`, the watch's):
+    it sleeps in place, while a failed pass's retry is one more deadline of the worker's wait, which a change
+    cuts short (it may be what heals the failure)."""
+
+    first: float = 2.0
+    """Seconds after the first failure."""
+    factor: float = 2.0
+    cap: float = 300.0
+    """At most this long apart, however many failures in a row: not left to the 600 s resync."""
+
+    def delay(self, failures: int) -> float:
+        """Seconds before the next try after `failures` failed `up`s in a row (at least one)."""
+        return float(min(self.cap, self.first * self.factor ** min(failures - 1, 32)))
+
+
+RETRY: Final = RetryPolicy()
+
 Action = Literal["recover", "up"]
 RunStep = Callable[[Action, str, Sequence[str]], int]
 """Runs `ssh-gateway <action> --stack <stack> [arguments]` and returns its exit code (a test counts the calls)."""
@@ -81,6 +106,8 @@ class StackWorker:
         debounce: float = DEBOUNCE_SECONDS,
         max_delay: float = MAX_DELAY_SECONDS,
         resync: float = RESYNC_SECONDS,
+        retry: float = RETRY.first,
+        retry_cap: float = RETRY.cap,
     ) -> None:
         self.stack = stack
         self._run_step = run_step
@@ -93,6 +120,11 @@ class StackWorker:
         self._debounce = debounce
         self._max_delay = max_delay
         self._resync = resync
+        self._retry = RetryPolicy(first=retry, factor=RETRY.factor, cap=retry_cap)
+        self._failures = 0
+        """Failed `up`s in a row."""
+        self._refused = False
+        """Whether the last `up` was refused (its `up-refused` logged)."""
         self._cond = threading.Condition()
         self._pending = _Pending()
         self._needs_heal = True  # a killed run of an earlier process may have left a lock or pending operations
@@ -119,13 +151,16 @@ class StackWorker:
         self._add("start")
         resync_at = time.monotonic() + self._resync
         expiry_at: float | None = None
+        retry_at: float | None = None
         while not stop.is_set():
-            reasons, since = self._wait(stop, resync_at, expiry_at)
+            reasons, since = self._wait(stop, resync_at, expiry_at, retry_at)
             if not reasons:
                 continue
-            self.run_once(reasons, since, stop)
+            began = time.time()
+            code = self.run_once(reasons, since, stop)
             resync_at = time.monotonic() + self._resync
-            expiry_at = self._expiry()
+            expiry_at = self._expiry(began)
+            retry_at = self._retry_at(code)
 
     def run_once(self, reasons: list[str], since: float, stop: threading.Event) -> int | None:
         """One pass under the stack's lease, then `after_pass`; the `up`'s exit code, or None when none ran
@@ -190,7 +225,7 @@ class StackWorker:
         self._log(LogEvent.UP_START, stack=self.stack, reason=_shown(reasons))
         began = time.monotonic()
         code = self._step("up", ())
-        self._needs_heal = code != 0
+        self._needs_heal = code not in (ExitCode.OK, ExitCode.REFUSED)  # a refused `up` wrote nothing
         seconds = time.monotonic() - began
         self.signals.up_ended(code, seconds)
         self._log(LogEvent.UP, stack=self.stack, reason=_shown(reasons), seconds=round(seconds, 2), code=code)
@@ -203,13 +238,30 @@ class StackWorker:
             self._log(LogEvent.STEP_ERROR, stack=self.stack, action=action, error=f"{type(exc).__name__}: {exc}")
             return ExitCode.CANNOT_RUN
 
-    def _wait(self, stop: threading.Event, resync_at: float, expiry_at: float | None) -> tuple[list[str], float]:
+    def _retry_at(self, code: int | None) -> float | None:
+        """When to try a failed `up` again (monotonic), None after any other pass; logs a retry, and a refusal once."""
+        if code is None or code == ExitCode.OK:  # None: another replica's `up` covered it (or stopped)
+            self._failures, self._refused = 0, False
+            return None
+        if code == ExitCode.REFUSED:
+            if not self._refused:
+                self._log(LogEvent.UP_REFUSED, stack=self.stack, waits_for="a change, the resync or a grace expiry")
+            self._failures, self._refused = 0, True
+            return None
+        self._failures, self._refused = self._failures + 1, False
+        delay = self._retry.delay(self._failures)
+        self._log(LogEvent.UP_RETRY, stack=self.stack, code=code, failures=self._failures, seconds=delay)
+        return time.monotonic() + delay
+
+    def _wait(
+        self, stop: threading.Event, resync_at: float, expiry_at: float | None, retry_at: float | None = None
+    ) -> tuple[list[str], float]:
         """Blocks until a pass is due; its reasons and since when (seconds since the epoch) they wait."""
         with self._cond:
             while not stop.is_set():
                 now = time.monotonic()
                 pending = self._pending
-                due = [resync_at] + ([expiry_at] if expiry_at is not None else [])
+                due = [resync_at] + [at for at in (expiry_at, retry_at) if at is not None]
                 if pending.reasons:
                     due.append(min(pending.last + self._debounce, pending.first + self._max_delay))
                 when = min(due)
@@ -223,17 +275,23 @@ class StackWorker:
             elif now >= resync_at:
                 # A resync asks for an `up` within the last period: another replica's, started since, covers it.
                 reasons, since = ["resync"], time.time() - self._resync
+            elif retry_at is not None and now >= retry_at:
+                reasons, since = [f"retry {self._failures}"], time.time()
             else:
                 reasons, since = ["grace expiry"], time.time()
             self._pending = _Pending()
             self.signals.waiting(0)
             return reasons, since
 
-    def _expiry(self) -> float | None:
+    def _expiry(self, began: float) -> float | None:
         """The earliest grace expiry of the stack's gone instances, as the last pass's `after_pass` found it, on
-        the monotonic clock (None: none, unknown)."""
+        the monotonic clock; None when none, unknown, or not after the pass `began` (seconds since the epoch): the
+        status is written by a run that succeeded, which left no expiry before its own start, so an earlier one means
+        the pass failed (its retry is due) or was refused (nothing to act on until a change)."""
         at = self._next_at
-        return None if at is None else time.monotonic() + max(0.0, at - time.time()) + 1.0
+        if at is None or at <= began:
+            return None
+        return time.monotonic() + max(0.0, at - time.time()) + 1.0
 
     def notify(self) -> None:
         """Wakes the worker (after `stop` was set)."""

@@ -4,9 +4,12 @@ Two rule designs (`ssh-gateway:firewall.rules`):
 
 - `merged`: one rule per distinct set of sources, carrying every port of the instances with that set in
   `destinationPortRanges`, contiguous ports merged ("40001-40007"). A rule keeps the priority it holds (read back
-  from the NSG at preview); a new one takes the first priority from `priorityBase` up that no other inbound rule
-  of the NSG holds and no other rule of the stack took. So stacks sharing an NSG need no block each: the program
-  never gives two of them one priority. A +1 or a removal is one update of one rule; 10,000 instances in 40
+  from the NSG at preview); a new one takes the first priority of the stack's band (`priority_band`) that no
+  other inbound rule of the NSG holds and no other rule of the stack took. The band is the priorities from
+  `priorityBase` up, or, for a shard whose `ports.range` is a slice of `gateway.publishedRange`, the same slice
+  of them: shards with disjoint ranges get disjoint bands, so they need no config of their own for priorities and
+  never pick one priority, even when their `up`s all read the NSG before any writes (a read cannot see a rule
+  that another `up` is about to create). A +1 or a removal is one update of one rule; 10,000 instances in 40
   shards are 40 rules. Azure documents no limit on the entries of `destinationPortRanges` (its limits page
   lists rules per NSG, addresses per NSG and application security groups per rule), so one rule holds a set's
   ports, whatever many.
@@ -15,7 +18,7 @@ Two rule designs (`ssh-gateway:firewall.rules`):
   port. The block is the range's size; a +1 is one create; the rules (at most 1,000 per NSG) bound the stack.
 
 The CONNECT port's one rule takes a priority as a new merged rule does (the one it holds, else the first free
-from `priorityBase`), never one of the per-instance block's.
+of the band), never one of the per-instance block's.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import ipaddress
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Final
+from typing import Final, NoReturn
 
 from .ports import PortRange
 
@@ -36,6 +39,7 @@ __all__ = [
     "PRIORITY_BASE_KEY",
     "RULES_KEY",
     "Cidrs",
+    "PriorityBand",
     "RuleDesign",
     "RulePlan",
     "ServiceTag",
@@ -50,6 +54,7 @@ __all__ = [
     "plan_rules",
     "port_ranges",
     "ports_of",
+    "priority_band",
     "rule_ports",
     "source_fields",
 ]
@@ -155,19 +160,20 @@ def check_priorities(port_range: PortRange, base: int = DEFAULT_PRIORITY_BASE) -
 
 
 def connect_priority(
-    base: int = DEFAULT_PRIORITY_BASE,
+    band: PriorityBand,
     *,
     held: int | None = None,
-    taken: Iterable[int] = (),
+    taken: Mapping[int, str] | None = None,
     block: range = range(0),
 ) -> int:
-    """The NSG priority of the CONNECT port's rule: the one it `held` (read at preview) while it is from `base` on
-    and off the per-instance `block`, else the first from `base` that is not `taken` (other rules of the NSG, this
-    stack's other rules) nor in the block; a `ValueError` with the fix when none is left."""
-    blocked = {*taken, *block}
-    if held is not None and held >= base and held not in blocked:
+    """The NSG priority of the CONNECT port's rule: the one it `held` (read at preview) while it is from the band's
+    `priorityBase` on and off the per-instance `block`, else the first of the `band` that is not `taken` (priority
+    -> the rule holding it: other rules of the NSG, this stack's other rules) nor in the block; a `ValueError`
+    with the fix when none is left."""
+    blocked = {**(taken or {}), **dict.fromkeys(block, "this stack's per-instance block")}
+    if held is not None and held >= band.base and held not in blocked:
         return held
-    return _first_free(base, blocked, "the CONNECT port's rule")
+    return band.first_free(blocked, "the CONNECT port's rule")
 
 
 def source_fields(sources: Sources) -> tuple[str | None, list[str] | None]:
@@ -252,34 +258,89 @@ def _rule_key(key: str, default_key: str) -> str:
     return "" if key == default_key else hashlib.sha256(key.encode()).hexdigest()[:8]
 
 
-def _first_free(base: int, taken: set[int], what: str) -> int:
-    """The first priority from `base` up to Azure's highest that is not `taken`; a `ValueError` naming `what`
-    needs it and the fix when every one is."""
-    for priority in range(base, AZURE_PRIORITY_MAX + 1):
-        if priority not in taken:
-            return priority
-    raise ValueError(
-        f"no NSG priority is free for {what}: {PRIORITY_BASE_KEY}={base} leaves {base}-{AZURE_PRIORITY_MAX}, and "
-        f"other rules of the NSG or of this stack hold every one; lower {PRIORITY_BASE_KEY} (Azure allows down to "
-        f"{AZURE_PRIORITY_MIN}) or remove rules from the NSG"
-    )
+_RANGE_PUBLISHED_KEY: Final = "ssh-gateway:gateway.publishedRange"
+
+
+@dataclass(frozen=True)
+class PriorityBand:
+    """The priorities a stack's new merged and CONNECT rules take the first free of (`priority_band`)."""
+
+    base: int
+    """`priorityBase`: a rule the stack holds from here on keeps its priority, in the band or not."""
+    priorities: range
+    """The band: from `base` to Azure's highest, or the stack's share of them."""
+    share: tuple[PortRange, PortRange] | None = None
+    """(`ports.range`, `gateway.publishedRange`) when the band is the range's share; None when it is the whole."""
+
+    def first_free(self, taken: Mapping[int, str], what: str) -> int:
+        """The band's first priority not `taken` (priority -> the rule holding it, as the refusal names it: a
+        quoted name, or "this stack's ..."); a `ValueError` naming `what` needs it, the rules in the way and the
+        fix when every one is."""
+        for priority in self.priorities:
+            if priority not in taken:
+                return priority
+        band, top = self.priorities, AZURE_PRIORITY_MAX
+        inside = sorted((p, name) for p, name in taken.items() if p in band)
+        holders = ", ".join(f"{p} by {name}" for p, name in inside[:3])
+        holders += f" and {len(inside) - 3} more" if len(inside) > 3 else ""
+        if self.share is None:
+            return _no_priority(
+                f"{what}: {PRIORITY_BASE_KEY}={self.base} leaves {self.base}-{top}, and other rules of the NSG or of "
+                f"this stack hold every one ({holders}); lower {PRIORITY_BASE_KEY} (Azure allows down to "
+                f"{AZURE_PRIORITY_MIN}) or remove rules from the NSG"
+            )
+        own, published = self.share
+        if not band:
+            return _no_priority(
+                f"{what}: {_RANGE_KEY} {own} is {own.size:,} of the {published.size:,} ports of "
+                f"{_RANGE_PUBLISHED_KEY} {published}, too small a share to get one of the priorities "
+                f"{self.base}-{top}; widen {_RANGE_KEY} or lower {PRIORITY_BASE_KEY}"
+            )
+        return _no_priority(
+            f"{what}: this stack's band {band.start}-{band.stop - 1} ({_RANGE_KEY} {own}'s share of "
+            f"{_RANGE_PUBLISHED_KEY} {published}, in {self.base}-{top}) is held by {holders}; remove those rules, "
+            f"widen {_RANGE_KEY} (a wider share is a wider band) or lower {PRIORITY_BASE_KEY}"
+        )
+
+
+def _no_priority(text: str) -> NoReturn:
+    raise ValueError(f"no NSG priority is free for {text}")
+
+
+def priority_band(
+    base: int = DEFAULT_PRIORITY_BASE, port_range: PortRange | None = None, published: PortRange | None = None
+) -> PriorityBand:
+    """The stack's band: the priorities from `base` to Azure's highest, or, when its `port_range` is a part of the
+    `published` range, the same part of them in the same place (ports 20040-20059 of 20000-20199 get the third
+    tenth). Stacks whose ranges are disjoint parts of one published range, with one `base`, get disjoint bands:
+    their new rules never take one priority, however their `up`s overlap (the NSG read at preview cannot see a
+    rule that another stack is about to create)."""
+    whole = range(base, AZURE_PRIORITY_MAX + 1)
+    if port_range is None or published is None or published == port_range or not published.covers(port_range):
+        return PriorityBand(base, whole)
+    # Floors of one monotone map: a range ending where the next begins gets a band ending where the next's begins.
+    offset = port_range.start - published.start
+    low = base + offset * len(whole) // published.size
+    high = base + (offset + port_range.size) * len(whole) // published.size
+    return PriorityBand(base, range(low, high), (port_range, published))
 
 
 def plan_rules(
     sources: Mapping[str, Sources],
     default: Sources,
-    base: int = DEFAULT_PRIORITY_BASE,
+    band: PriorityBand | None = None,
     held: Mapping[str, int] | None = None,
-    busy: Iterable[int] = (),
+    busy: Mapping[int, str] | None = None,
 ) -> list[RulePlan]:
     """The merged rules for instances with these sources: one per distinct set, the default set's first.
 
     A set whose rule the NSG already holds (`held`: key -> priority, read at preview) keeps that priority while
-    it is from `base` on. A new set takes the first priority from `base` that no other set took and that is not
-    `busy` in the NSG: other rules', and this stack's that stay until the end of the `up` (Pulumi deletes after
-    it creates: its per-instance rules while it moves to merged ones, its old CONNECT rule, a set's rule that
-    goes). So no rule's priority moves when instances, sets or other stacks' rules come and go. A `ValueError`
-    when the priorities up to Azure's highest run out.
+    it is from `priorityBase` on, in the stack's band or not. A new set takes the first priority of the `band`
+    (default: from 1000 up) that no other set took and that is not `busy` in the NSG (priority -> the rule holding
+    it): other rules', and this stack's that stay until the end of the `up` (Pulumi deletes after it creates: its
+    per-instance rules while it moves to merged ones, its old CONNECT rule, a set's rule that goes). So no rule's
+    priority moves when instances, sets or other stacks' rules come and go. A `ValueError` naming the rules in the
+    way when the band runs out.
     """
     members: dict[str, list[str]] = {}
     by_key: dict[str, Sources] = {}
@@ -289,16 +350,17 @@ def plan_rules(
         by_key[key] = _canonical(own)
     default_key = source_key(default)
     wanted = sorted(members, key=lambda k: (k != default_key, k))
-    held = held or {}
+    band, held = band or priority_band(), held or {}
     taken: dict[int, str] = {}
     for key in wanted:
         priority = held.get(_rule_key(key, default_key))
-        if priority is not None and priority >= base and priority not in taken:
+        if priority is not None and priority >= band.base and priority not in taken:
             taken[priority] = key
     # A held rule that no set wants any more stays until its delete, at the end of the `up`.
-    blocked = {*busy, *held.values()}
+    blocked = {**(busy or {}), **{p: f"this stack's rule of sources {k or 'sourceCidrs'}" for k, p in held.items()}}
     for key in (k for k in wanted if k not in taken.values()):
-        priority = _first_free(base, blocked | taken.keys(), f"this stack's merged rule of sources {key}")
+        mine = {p: f"this stack's rule of sources {k}" for p, k in taken.items()}
+        priority = band.first_free({**blocked, **mine}, f"this stack's merged rule of sources {key}")
         taken[priority] = key
     return [
         RulePlan(key=_rule_key(key, default_key), sources=by_key[key], priority=priority, instances=tuple(members[key]))
@@ -325,12 +387,12 @@ def merged_rules(
     ports: Mapping[str, int],
     sources: Mapping[str, Sources],
     default: Sources,
-    base: int = DEFAULT_PRIORITY_BASE,
+    band: PriorityBand | None = None,
     held: Mapping[str, int] | None = None,
-    busy: Iterable[int] = (),
+    busy: Mapping[int, str] | None = None,
 ) -> list[MergedRule]:
     """Every merged rule of a stack from its port table and each instance's sources: what the program registers."""
     return [
         MergedRule(plan.key, plan.sources, plan.priority, rule_ports(plan, ports))
-        for plan in plan_rules(sources, default, base, held, busy)
+        for plan in plan_rules(sources, default, band, held, busy)
     ]

@@ -24,6 +24,7 @@ from .firewall import (
     AZURE_PRIORITY_MAX,
     AZURE_PRIORITY_MIN,
     RULES_KEY,
+    PriorityBand,
     RuleDesign,
     RulePlan,
     Sources,
@@ -32,6 +33,7 @@ from .firewall import (
     connect_priority,
     nsg_priority,
     plan_rules,
+    priority_band,
 )
 from .names import StackName, connect_rule_name, merged_rule_key, merged_rule_name, nsg_rule_name, stack_mark
 from .ports import PortRange
@@ -80,13 +82,13 @@ class NsgView:
         """Whether the rule is this stack's, by the mark at the end of its description."""
         return rule.description.endswith(f"[stack {stack_mark(project, stack)}]")
 
-    def busy(self, project: str, stack: str) -> set[int]:
+    def busy(self, project: str, stack: str) -> dict[int, str]:
         """The inbound priorities held by rules other than this stack's merged and CONNECT rules (those keep
-        theirs): a new rule of the stack avoids them. This stack's other rules are among them: they stay until
-        the end of the `up` (Pulumi deletes after it creates)."""
+        theirs), each with the rule's name: a new rule of the stack avoids them. This stack's other rules are among
+        them: they stay until the end of the `up` (Pulumi deletes after it creates)."""
         connect = connect_rule_name(project, stack)
         return {
-            r.priority
+            r.priority: r.name
             for r in self.rules
             if r.direction.lower() == "inbound"
             and not (
@@ -204,27 +206,32 @@ def plan_firewall(
     fw: FirewallSection,
     *,
     port_range: PortRange | None,
+    published: PortRange | None = None,
     port_sources: Mapping[str, Sources],
     connect_rule: bool,
     stack: StackName,
     nsg: NsgView | None = None,
 ) -> FirewallPlan:
     """The stack's rules in the NSG as read at preview (None: read nothing, an NSG without rules). A merged or
-    CONNECT rule keeps the priority it holds, a new one takes the first free from `priorityBase`; an instance's
-    own rule follows its port. `port_sources`: each port-mode instance's sources; `connect_rule`: whether the
-    stack has a CONNECT entry through Pangolin (the one entry with a public port of the stack's). A `ValueError`
-    naming the rule and the fix when no priority is free."""
+    CONNECT rule keeps the priority it holds, a new one takes the first free of the stack's band (`priority_band`:
+    its `port_range`'s share of the `published` range, so shards never pick one priority); an instance's own rule
+    follows its port. `port_sources`: each port-mode instance's sources; `connect_rule`: whether the stack has a
+    CONNECT entry through Pangolin (the one entry with a public port of the stack's). A `ValueError` naming the
+    rule, the rules in the way and the fix when no priority is free."""
     nsg = nsg or NsgView(fw.nsg_name)
     project, name = stack.project, stack.stack
-    busy, held, connect_held = nsg.busy(project, name), nsg.held(project, name), nsg.connect_held(project, name)
+    held, connect_held = nsg.held(project, name), nsg.connect_held(project, name)
+    busy = {p: repr(rule) for p, rule in nsg.busy(project, name).items()}  # as a refusal names them
+    band = priority_band(fw.priority_base, port_range, published)
     # The CONNECT rule's priority is the stack's while it holds it (it may move or go only at the end of the `up`).
-    own = busy | ({connect_held} if connect_held is not None else set())
-    merged, per_instance = _port_rules(fw, port_range, port_sources, held, own)
+    own = busy | ({connect_held: repr(connect_rule_name(project, name))} if connect_held is not None else {})
+    merged, per_instance = _port_rules(fw, port_range, port_sources, held, own, band)
     connect = None
     if connect_rule:
         block = per_instance.block if per_instance is not None else range(0)
-        taken = busy | set(held.values()) | {p.priority for p in merged}
-        connect = connect_priority(fw.priority_base, held=connect_held, taken=taken, block=block)
+        mine = {p: repr(merged_rule_name(project, name, k)) for k, p in held.items()}
+        mine |= {p.priority: repr(merged_rule_name(project, name, p.key)) for p in merged}
+        connect = connect_priority(band, held=connect_held, taken=busy | mine, block=block)
     hint = ""
     if fw.rules == RuleDesign.PER_INSTANCE:
         hint = f"; {RULES_KEY}: {RuleDesign.MERGED} opens them with one rule per set of sources"
@@ -242,8 +249,9 @@ def plan_firewall(
 
 def check_room(fw: FirewallSection, port_range: PortRange, port_sources: Mapping[str, Sources]) -> None:
     """A `ValueError` with the fix when the rules that open the instances' ports find no room in Azure's priorities
-    from `priorityBase` up, before any NSG is read (the settings' check; the NSG's own rules: `plan_firewall`)."""
-    _port_rules(fw, port_range, port_sources, {}, set())
+    from `priorityBase` up, before any NSG is read (the settings' check; the stack's band and the NSG's own rules:
+    `plan_firewall`, at preview, where the priorities the stack holds are known)."""
+    _port_rules(fw, port_range, port_sources, {}, {}, priority_band(fw.priority_base))
 
 
 def _port_rules(
@@ -251,7 +259,8 @@ def _port_rules(
     port_range: PortRange | None,
     port_sources: Mapping[str, Sources],
     held: Mapping[str, int],
-    busy: set[int],
+    busy: Mapping[int, str],
+    band: PriorityBand,
 ) -> tuple[tuple[RulePlan, ...], InstanceRules | None]:
     """The rules that open the port-mode instances' ports, as `firewall.rules` designs them (none without a range)."""
     if port_range is None:
@@ -259,7 +268,7 @@ def _port_rules(
     if fw.rules == RuleDesign.PER_INSTANCE:
         check_priorities(port_range, fw.priority_base)
         return (), InstanceRules(dict(port_sources), port_range, fw.priority_base)
-    return tuple(plan_rules(port_sources, fw.source_cidrs, fw.priority_base, held, busy)), None
+    return tuple(plan_rules(port_sources, fw.source_cidrs, band, held, busy)), None
 
 
 @dataclass(frozen=True)

@@ -83,6 +83,7 @@ def firewall_plan(settings: Settings, *, stack: StackName, nsg: NsgView | None =
     return plan_firewall(
         fw,
         port_range=settings.ports.range,
+        published=settings.published_range,
         port_sources=settings.port_sources(),
         # The one entry with a public port of the stack's, so the one with a rule.
         connect_rule=connect is not None and isinstance(connect.public, PangolinPublic),

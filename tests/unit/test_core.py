@@ -7,7 +7,14 @@ import pytest
 
 from ssh_gateway.core.addresses import check_host, check_http_url
 from ssh_gateway.core.credentials import API_KEY_CONFIG, API_KEY_ENV, MissingApiKey, check_api_key, find_api_key
-from ssh_gateway.core.firewall import Cidrs, ServiceTag, connect_priority, opens_to_world, parse_sources
+from ssh_gateway.core.firewall import (
+    Cidrs,
+    ServiceTag,
+    connect_priority,
+    opens_to_world,
+    parse_sources,
+    priority_band,
+)
 from ssh_gateway.core.names import (
     CONNECT_ENTRY_TYPE,
     CONNECT_INSTANCE_TYPE,
@@ -141,13 +148,16 @@ def test_instance_of_knows_connect_mode_instances_and_not_the_entry() -> None:
 def test_the_connect_rule_keeps_its_priority_or_takes_the_first_free(
     held: int | None, taken: set[int], block: range, priority: int
 ) -> None:
-    assert connect_priority(1000, held=held, taken=taken, block=block) == priority
+    assert (
+        connect_priority(priority_band(1000), held=held, taken=dict.fromkeys(taken, "other"), block=block) == priority
+    )
 
 
 def test_no_priority_left_for_the_connect_rule_is_named() -> None:
     with pytest.raises(
         ValueError,
         match=r"^no NSG priority is free for the CONNECT port's rule: ssh-gateway:firewall.priorityBase=100 leaves "
-        r"100-4096, and other rules of the NSG or of this stack hold every one; lower",
+        r"100-4096, and other rules of the NSG or of this stack hold every one \(100 by this stack's per-instance "
+        r"block, 101 by this stack's per-instance block, 102 by this stack's per-instance block and 3994 more\); lower",
     ):
-        connect_priority(100, taken={4096}, block=range(100, 4096))
+        connect_priority(priority_band(100), taken={4096: "other"}, block=range(100, 4096))

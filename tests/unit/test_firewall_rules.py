@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -13,6 +15,7 @@ from ssh_gateway.core.firewall import (
     merged_rules,
     plan_rules,
     port_ranges,
+    priority_band,
 )
 from ssh_gateway.core.ports import PortRange
 
@@ -119,15 +122,16 @@ def test_sets_that_outrun_azures_highest_priority_are_refused_with_the_fix() -> 
         ValueError,
         match=r"^no NSG priority is free for this stack's merged rule of sources 198\.51\.100\.\d+/32: "
         r"ssh-gateway:firewall.priorityBase=4095 leaves 4095-4096, and other rules of the NSG or of this stack hold "
-        r"every one; lower ssh-gateway:firewall.priorityBase",
+        r"every one \(4095 by this stack's rule of sources 198\.51\.100\.\d/32, 4096 by .*\); lower "
+        r"ssh-gateway:firewall.priorityBase",
     ):
-        plan_rules({f"i{n}": Cidrs((f"198.51.100.{n}/32",)) for n in range(3)}, DEFAULT, 4095)
+        plan_rules({f"i{n}": Cidrs((f"198.51.100.{n}/32",)) for n in range(3)}, DEFAULT, priority_band(4095))
 
 
 @given(fleets(), st.sets(st.integers(min_value=1000, max_value=1060), max_size=40))
 def test_new_rules_avoid_the_priorities_other_rules_hold(fleet: Fleet, busy: set[int]) -> None:
     ports, sources = fleet
-    rules = merged_rules(ports, sources, DEFAULT, busy=busy)
+    rules = merged_rules(ports, sources, DEFAULT, busy=dict.fromkeys(busy, "other"))
     assert not {r.priority for r in rules} & busy
     assert len({r.priority for r in rules}) == len(rules)
     assert all(r.priority >= 1000 for r in rules)
@@ -139,7 +143,10 @@ def test_a_held_priority_stays_while_other_rules_come_and_go(fleet: Fleet, data:
     before = {r.key: r.priority for r in merged_rules(ports, sources, DEFAULT)}
     # Other stacks' rules appear on every priority this stack's rules do not hold, or disappear.
     others = data.draw(st.sets(st.integers(min_value=1000, max_value=1100).filter(lambda p: p not in before.values())))
-    after = {r.key: r.priority for r in merged_rules(ports, sources, DEFAULT, held=before, busy=others)}
+    after = {
+        r.key: r.priority
+        for r in merged_rules(ports, sources, DEFAULT, held=before, busy=dict.fromkeys(others, "other"))
+    }
     assert after == before
 
 
@@ -149,3 +156,45 @@ def test_a_new_set_never_takes_the_priority_of_a_set_that_goes() -> None:
     assert sorted(held.values()) == [1000, 1001]
     [kept, new] = plan_rules({"a": DEFAULT, "c": OWN_SETS[4]}, DEFAULT, held=held)
     assert (kept.priority, new.priority) == (1000, 1002)
+
+
+@st.composite
+def slices(draw: st.DrawFn) -> tuple[int, PortRange, list[PortRange]]:
+    """A priorityBase, a published range and disjoint slices of it (shards' `ports.range`), gaps allowed."""
+    base = draw(st.integers(min_value=100, max_value=4096))
+    start = draw(st.integers(min_value=1024, max_value=30000))
+    cuts = sorted(draw(st.sets(st.integers(min_value=0, max_value=20000), min_size=2, max_size=80)))
+    published = PortRange(start=start + cuts[0], end=start + cuts[-1])
+    pieces = [PortRange(start=start + a, end=start + b - 1) for a, b in itertools.pairwise(cuts)]
+    kept = [p for p in pieces if draw(st.booleans())] or pieces[:1]
+    return base, published, kept
+
+
+@given(slices())
+def test_disjoint_slices_of_one_published_range_get_disjoint_bands(
+    drawn: tuple[int, PortRange, list[PortRange]],
+) -> None:
+    base, published, shards = drawn
+    bands = [priority_band(base, own, published) for own in shards]
+    taken = [p for band in bands for p in band.priorities]
+    assert len(taken) == len(set(taken)), "two shards share a priority"
+    assert all(base <= p <= 4096 for p in taken)
+    # Slices that fill the published range get every priority from the base, each exactly once.
+    every = [p for own in _fill(published, shards) for p in priority_band(base, own, published).priorities]
+    assert sorted(every) == list(range(base, 4097))
+
+
+def _fill(published: PortRange, shards: list[PortRange]) -> list[PortRange]:
+    """The slices and the gaps between them: the whole published range, cut where the slices are."""
+    cuts = sorted({published.start, published.end + 1, *(s.start for s in shards), *(s.end + 1 for s in shards)})
+    return [PortRange(start=a, end=b - 1) for a, b in itertools.pairwise(cuts)]
+
+
+def test_a_stack_alone_in_its_published_range_takes_from_the_whole() -> None:
+    whole = range(1000, 4097)
+    assert priority_band(1000).priorities == whole
+    assert priority_band(1000, RANGE, RANGE).priorities == whole
+    assert priority_band(1000, RANGE, None).priorities == whole
+    # 40100-40149 is the third quarter of 40000-40199: the third quarter of 1000-4096.
+    quarter = priority_band(1000, PortRange(start=40100, end=40149), RANGE)
+    assert quarter.priorities == range(1000 + 2 * 3097 // 4, 1000 + 3 * 3097 // 4)

@@ -126,8 +126,9 @@ def test_merged_rules_are_refused_when_other_rules_hold_every_priority_from_the_
     assert str(caught.value) == (
         "ssh-gateway:firewall.priorityBase: no NSG priority is free for this stack's merged rule of sources "
         "198.51.100.7/32,198.51.100.8/32: ssh-gateway:firewall.priorityBase=4090 leaves 4090-4096, and other rules of "
-        "the NSG or of this stack hold every one; lower ssh-gateway:firewall.priorityBase (Azure allows down to 100) "
-        "or remove rules from the NSG"
+        "the NSG or of this stack hold every one (4090 by this stack's rule of sources 203.0.113.0/24, 4091 by "
+        "'other-4091', 4092 by 'other-4092' and 4 more); lower ssh-gateway:firewall.priorityBase (Azure allows down "
+        "to 100) or remove rules from the NSG"
     )
 
 

@@ -19,6 +19,7 @@ import pulumi_kubernetes as k8s
 
 from ssh_gateway.core.addresses import DNS_NAME_MAX
 from ssh_gateway.core.discovery import discover
+from ssh_gateway.core.discovery_names import names_to_check
 from ssh_gateway.core.discovery_records import Outcome
 from ssh_gateway.core.discovery_status import StatusError, next_status, read_memory, read_selections
 from ssh_gateway.core.names import (
@@ -28,6 +29,7 @@ from ssh_gateway.core.names import (
     STATUS_RESOURCE_NAME,
     owner_prefix,
     stack_label,
+    stack_mark,
     status_config_map_name,
 )
 from ssh_gateway.core.org import OrgView
@@ -51,7 +53,7 @@ def read_discovered(settings: Settings, org: OrgView, *, project: str, stack: st
     _check_names(project, stack)
     # Imported here: the kubernetes client takes 1.5-2 s to import (every API and model of it), which no run of a
     # stack without discovery should pay, neither its preview nor its up.
-    from ssh_gateway.kube import KubeError, api_client, list_selected, read_status, read_statuses
+    from ssh_gateway.kube import KubeError, api_client, list_selected, read_occupants, read_status, read_statuses
 
     kube = settings.kubernetes
     namespace, name = settings.status_namespace, status_config_map_name(stack)
@@ -61,7 +63,10 @@ def read_discovered(settings: Settings, org: OrgView, *, project: str, stack: st
             listing = list_selected(api, section.from_, section.namespaces, section.selector)
             status = read_status(api, namespace, name)
             statuses = read_statuses(api, namespace)
-        memory = read_memory(status)
+            memory = read_memory(status)
+            # Objects of the names the stack would create, read before anything is written: one there that is not
+            # this stack's refuses that tenant's object alone, where the create would fail the whole `up`.
+            occupants = read_occupants(api, names_to_check(listing, memory, settings))
     except (KubeError, StatusError) as exc:
         raise pulumi.RunError(f"ssh-gateway:discovery: {exc}; nothing was changed") from None
     own = stack_label(project, stack)
@@ -76,6 +81,8 @@ def read_discovered(settings: Settings, org: OrgView, *, project: str, stack: st
         now=datetime.now(UTC),
         bound={port: [b.name for b in bindings] for port, bindings in held.items()},
         own_prefix=owner_prefix(project, stack),
+        occupants=occupants,
+        own_mark=stack_mark(project, stack),
     )
 
 

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Literal
 
 from .names import DiscoverFrom
 
-__all__ = ["ClusterObject", "Listing", "ServicePort", "StatusMap", "selector_text"]
+__all__ = ["ClusterObject", "Listing", "NamedObject", "Occupants", "ServicePort", "StatusMap", "selector_text"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -58,6 +59,25 @@ class Listing:
     objects: tuple[ClusterObject, ...]
     resource_versions: Mapping[str, str]
     """Per namespace, the listing's resourceVersion (where a watch of it resumes)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class NamedObject:
+    """An object the stack would create for an instance, by kind and name: its `ssh-<instance>` Service or its
+    `ssh-<instance>-host-key` Secret."""
+
+    kind: Literal["Service", "Secret"]
+    namespace: str
+    name: str
+
+    @property
+    def ref(self) -> str:
+        """How a message names it, e.g. `Service gpu-users/ssh-alice`."""
+        return f"{self.kind} {self.namespace}/{self.name}"
+
+
+Occupants = Mapping[NamedObject, str | None]
+"""The objects of those names that exist, each with its stack mark (`names.STACK_MARK`; None: it carries none)."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -7,7 +7,9 @@ settings, and decides (in the records of `discovery_records`):
 - each selected object's instance, its keys from the `ssh-gateway.io/<key>` annotations, validated by the same
   instance models as the file's entries (an error names the object, the annotation, the value, what is allowed);
 - refusals: an object whose annotations are invalid (it keeps its last accepted spec if it had one), whose name
-  is also configured in the file or taken by another object, or that another stack selects too;
+  is also configured in the file or taken by another object, that another stack selects too, or whose instance
+  needs a Service or host-key Secret whose name another owner's object holds in its namespace
+  (`discovery_names`);
 - the grace period: an instance whose object is gone stays (same name, so the same port, host key and Pangolin
   resource) until `missingSince + gracePeriod`, then goes;
 - the guard: more removals in one run than `maxRemovals` are all held back (kept, warned, recorded);
@@ -28,7 +30,8 @@ from typing import Any, Final
 
 from pydantic import TypeAdapter, ValidationError
 
-from .cluster import ClusterObject, Listing
+from .cluster import ClusterObject, Listing, Occupants
+from .discovery_names import claimed_name, occupant_problem
 from .discovery_records import Found, Outcome, Refusal, Remembered, Selection, State, selection_of
 from .discovery_status import REFUSALS_ROOM, STATUS_MAX_BYTES, fixed_room, instance_room, refusal_room
 from .names import DISCOVERY_ANNOTATED_KEYS, DISCOVERY_PREFIX, DiscoverFrom, discovery_annotation
@@ -65,6 +68,8 @@ class _Run:
     now: datetime
     bound: Mapping[int, Sequence[str]]
     own_prefix: str
+    occupants: Occupants
+    own_mark: str
     refusals: list[Refusal] = field(default_factory=list)
     found: dict[str, Found] = field(default_factory=dict)
     sources: dict[str, ClusterObject] = field(default_factory=dict)
@@ -84,11 +89,14 @@ def discover(
     now: datetime,
     bound: Mapping[int, Sequence[str]] | None = None,
     own_prefix: str = "",
+    occupants: Occupants | None = None,
+    own_mark: str = "",
 ) -> Outcome:
     """The discovered instances of this run, from a complete listing (see the module's docstring). `bound`: the
     org's Pangolin resources by the port they bind (names), `own_prefix` this stack's prefix of them: a pinned
     port another resource binds is refused here, where it stops one object, not in the allocator, where it
-    would stop the run."""
+    would stop the run. `occupants`: the objects of the names `discovery_names.names_to_check` gave that exist,
+    with their stack marks; `own_mark` this stack's (`names.stack_mark`)."""
     section = settings.discovery
     if section is None:
         raise ValueError("the stack has no ssh-gateway:discovery")
@@ -101,6 +109,8 @@ def discover(
         now=now,
         bound=bound or {},
         own_prefix=own_prefix,
+        occupants=occupants or {},
+        own_mark=own_mark,
     )
     pins = {i.port: i.name for i in settings.instances if not isinstance(i, ConnectModeInstance) and i.port}
     for name, claimants in sorted(_claims(run, listing).items()):
@@ -189,16 +199,11 @@ def _fit(run: _Run, fixed: int) -> tuple[tuple[Found, ...], int]:
 
 def _instance_name(run: _Run, obj: ClusterObject) -> str | None:
     """The instance's name: the `nameLabel` value, else the object's name (a Service's without `ssh-`)."""
-    label = run.section.name_label
-    if label is not None:
-        value = obj.labels.get(label)
-        if not value:
-            run.refuse(obj, "required: the label whose value names the instance (discovery.nameLabel)", key=label)
-            return None
-        return value
-    if obj.kind is DiscoverFrom.SERVICES:
-        return obj.name.removeprefix("ssh-")
-    return obj.name
+    name = claimed_name(run.section, obj)
+    if name is None:
+        label = run.section.name_label
+        run.refuse(obj, "required: the label whose value names the instance (discovery.nameLabel)", key=label)
+    return name
 
 
 def _owner(run: _Run, name: str, claimants: list[ClusterObject]) -> ClusterObject | None:
@@ -293,6 +298,9 @@ def _build(
     problem = _stack_problem(run, instance, pins)
     if problem is not None:
         return Refusal.of(obj, *problem)
+    occupied = occupant_problem(settings, instance, obj, run.occupants, run.own_mark)
+    if occupied is not None:
+        return Refusal.of(obj, occupied)
     return instance, raw
 
 

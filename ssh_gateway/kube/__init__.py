@@ -5,6 +5,7 @@ it, with the kubeconfig and context of the stack's kubernetes provider. Pulumi-f
   finds its cluster.
 - `list_selected(...)`: every selected pod or Service of every selected namespace, from complete paged listings.
 - `read_status(...)`, `read_statuses(...)`: a stack's status ConfigMap, and every stack's in a namespace.
+- `read_occupants(...)`: the objects already holding names the stack would create, with their stack marks.
 
 Every failure (forbidden, timed out, a 5xx, a listing expired between its pages, a page without metadata, an
 unreadable kubeconfig) is one `KubeError` with a one-line message and no credential: a caller never gets a
@@ -14,6 +15,7 @@ partial answer, so a failure to read can never be taken for objects that are gon
 from .client import LEASE_REQUEST_TIMEOUT, REQUEST_TIMEOUT, api_client
 from .errors import KubeError
 from .listing import PAGE_SIZE, collect_pages, list_selected
+from .occupants import read_occupants
 from .status import read_status, read_statuses
 
 __all__ = [
@@ -24,6 +26,7 @@ __all__ = [
     "api_client",
     "collect_pages",
     "list_selected",
+    "read_occupants",
     "read_status",
     "read_statuses",
 ]

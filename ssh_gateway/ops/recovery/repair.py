@@ -10,6 +10,8 @@ What a killed `up` leaves, and what this command does about each, in this order:
    all is changed and the command exits 3: an `up` that is really running is never disturbed. The one exception
    is a host named with `--gone-host`, whose processes the caller knows are gone: `ssh-gateway reconcile` names
    the pod whose Lease it took over once that pod no longer exists (docs/reconciler.md).
+   Then the processes the killed `up` left (its language host, its dynamic providers: the engine starts each in a
+   process group of its own, so a `pulumi` killed first leaves them running) are ended (`plumbing/run_mark.py`).
 2. **Broken files** (file backend): a 0-byte or unreadable `<stack>.json.attrs` (every command then fails with
    `failed to load checkpoint: EOF`) is rewritten from the checkpoint; an empty or truncated checkpoint is
    replaced by its `.bak` when that is sound (the broken one is kept beside it).
@@ -62,6 +64,7 @@ import yaml
 from ssh_gateway.core.names import PANGOLIN_TYPE
 from ssh_gateway.ops.exit_codes import ExitCode
 from ssh_gateway.plumbing.pulumi_cli import PulumiFailed, run_pulumi
+from ssh_gateway.plumbing.run_mark import end_orphans
 from ssh_gateway.plumbing.toolchain import REPO, ToolchainMissing, pulumi_env
 
 from .adopt import ADOPTABLE_TYPES, AdoptError, Adoption, adopt
@@ -119,6 +122,9 @@ def recover(
             _clear_stale_locks(state, report, gone_hosts)
         else:
             report.done.append(f"backend {backend.split('?')[0] or '(default)'} keeps its own locks: untouched")
+        ended = end_orphans(stack, work_dir)  # after the lock: a live update was refused above
+        if ended:
+            report.done.append(f"ended {ended} processes a killed `up` of this stack left running (its plugins)")
         if isinstance(state, StackFiles):
             _repair_files(state, report)
         _settle_pending(stack, work_dir, env, report)

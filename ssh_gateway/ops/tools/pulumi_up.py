@@ -35,6 +35,7 @@ from ssh_gateway.core.refusal_note import REFUSAL_FILE_ENV, noted_refusals
 from ssh_gateway.ops.exit_codes import ExitCode
 from ssh_gateway.ops.recovery.adopt import planned_creates, skip_checkpoints_is_recoverable
 from ssh_gateway.plumbing.pulumi_cli import PulumiFailed, run_pulumi
+from ssh_gateway.plumbing.run_mark import RUN_MARK_ENV, RunMark, end_leftovers, end_orphans
 from ssh_gateway.plumbing.toolchain import REPO, ToolchainMissing, pulumi_env
 
 from .up_outcome import error_messages, up_outcome
@@ -123,14 +124,23 @@ def up(
     `up_outcome` maps pulumi's (3 for a refusal), its hint printed last. `ambient`: the pulumi on PATH with the
     environment's backend and secrets (CI), not the offline toolchain. `log`: where its phases go (the
     reconciler's JSON log)."""
+    mark = RunMark.of_this_process(stack, work_dir)
+    orphans = end_orphans(stack, work_dir)  # of an `up` killed before: they hold ports and memory, and serve no one
+    if orphans:
+        print(f"up {stack}: ended {orphans} processes a killed up of this stack left running", file=sys.stderr)
     with tempfile.TemporaryDirectory(prefix="ssh-gateway-up-") as scratch:
         refusals, event_log = Path(scratch) / "refusals", Path(scratch) / "events.jsonl"
-        env = {**(dict(os.environ) if ambient else pulumi_env()), REFUSAL_FILE_ENV: str(refusals)}
+        base = dict(os.environ) if ambient else pulumi_env()
+        env = {**base, REFUSAL_FILE_ENV: str(refusals), RUN_MARK_ENV: mark.value}
         try:
             code = _pulumi_up(stack, extra, env=env, work_dir=work_dir, log=log, event_log=event_log)
         except PulumiFailed as exc:  # the export, or a first up's decision preview
             print(f"up: {exc}", file=sys.stderr)
             code = exc.code
+        finally:  # a pulumi that died (or a Ctrl-C) leaves its plugins: none may outlive the `up`
+            left = end_leftovers(mark)
+            if left:
+                print(f"up {stack}: ended {left} processes its pulumi left running (its plugins)", file=sys.stderr)
         outcome = up_outcome(stack, code, refusals=noted_refusals(refusals), errors=error_messages(event_log))
     if outcome.hint is not None:
         print(outcome.hint, file=sys.stderr)

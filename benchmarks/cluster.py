@@ -407,7 +407,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 "namespace": NAMESPACE,
                 "kubeconfig": str(plane.kubeconfig),
                 "nodeIp": "127.0.0.1",
-                "skipAwait": True,
             },
             "ssh-gateway:discovery": {
                 "from": "services",

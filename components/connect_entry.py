@@ -47,8 +47,6 @@ class ConnectEntryArgs:
     """The CONNECT port's NSG rule (through Pangolin only); None when the stack has no firewall layer."""
     firewall_rule_name: str
     """That rule's name in the NSG, the stack's own (`names.connect_rule_name`)."""
-    skip_await: bool = False
-    """Only for control-plane-only clusters (tests): the pulumi-kubernetes await annotations."""
 
 
 class ConnectEntry(pulumi.ComponentResource):
@@ -98,7 +96,7 @@ class ConnectEntry(pulumi.ComponentResource):
             (Role.GATEWAY_FILTER, gateway_connect_filter(args.gateway)),
         ):
             if manifest is not None:
-                istio_object(child_name(name, role), manifest, skip_await=args.skip_await, opts=child)
+                istio_object(child_name(name, role), manifest, opts=child)
 
     def _create_firewall_rule(
         self,

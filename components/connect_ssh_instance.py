@@ -99,7 +99,7 @@ class ConnectSshInstance(pulumi.ComponentResource):
         if isinstance(target, ServiceSpec):
             service = self._create_service(name, args.instance, target)
             if isinstance(gateway, ConnectGateway):
-                self._create_route(name, gateway, args.route, service, skip_await=target.skip_await)
+                self._create_route(name, gateway, args.route, service)
 
         alias_name = ssh_alias(args.instance)
         # Every connect-mode instance shares the entry's address: ssh looks its key up under the HostKeyAlias.
@@ -141,8 +141,6 @@ class ConnectSshInstance(pulumi.ComponentResource):
         gateway: ConnectGateway,
         route: ConnectInstance,
         service: k8s.core.v1.Service,
-        *,
-        skip_await: bool,
     ) -> None:
         manifest = instance_route_filter(gateway, route)
         # After the Service: the route sends traffic only where something can answer (else 503), and destroy
@@ -150,7 +148,6 @@ class ConnectSshInstance(pulumi.ComponentResource):
         istio_object(
             child_name(name, Role.ROUTE),
             manifest,
-            skip_await=skip_await,
             opts=pulumi.ResourceOptions(parent=self, depends_on=[service]),
         )
 

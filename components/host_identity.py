@@ -58,8 +58,6 @@ class SecretPlace:
     """Where an instance's host-key Secret goes."""
 
     namespace: str
-    skip_await: bool
-    """Only for clusters without controllers (tests): no await, a background delete."""
 
 
 def issue_host_identity(
@@ -114,7 +112,7 @@ def _create_secret(
             name=host_key_secret_name(instance),
             namespace=place.namespace,
             labels={MANAGED_BY_LABEL: MANAGED_BY, INSTANCE_LABEL: instance},
-            annotations=ownership_annotations(skip_await=place.skip_await),
+            annotations=ownership_annotations(),
         ),
         type="Opaque",
         string_data=data,

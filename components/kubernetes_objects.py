@@ -15,7 +15,7 @@ import pulumi_kubernetes as k8s
 
 from ssh_gateway.core.connect import SSH_PORT
 from ssh_gateway.core.names import INSTANCE_LABEL, MANAGED_BY, MANAGED_BY_LABEL, STACK_MARK, stack_mark
-from ssh_gateway.core.targets import SKIP_AWAIT_ANNOTATIONS, ServiceSpec
+from ssh_gateway.core.targets import SERVICE_AWAIT_ANNOTATIONS, ServiceSpec
 
 __all__ = ["istio_object", "ownership_annotations", "ssh_service"]
 
@@ -37,7 +37,7 @@ def ssh_service(
             name=spec.name,
             namespace=spec.namespace,
             labels={MANAGED_BY_LABEL: MANAGED_BY, INSTANCE_LABEL: instance},
-            annotations=ownership_annotations(skip_await=spec.skip_await),
+            annotations={**ownership_annotations(), **SERVICE_AWAIT_ANNOTATIONS},
         ),
         spec=k8s.core.v1.ServiceSpecArgs(
             type=service_type,
@@ -52,15 +52,14 @@ def ssh_service(
     )
 
 
-def ownership_annotations(*, skip_await: bool) -> dict[str, str]:
-    """The annotations of an object this stack owns: its mark (`STACK_MARK`, what `recover` checks before it
-    adopts an object no state holds) and, on a control-plane-only cluster, the skip-await ones."""
-    mark = {STACK_MARK: stack_mark(pulumi.get_project(), pulumi.get_stack())}
-    return {**mark, **SKIP_AWAIT_ANNOTATIONS} if skip_await else mark
+def ownership_annotations() -> dict[str, str]:
+    """The annotation of an object this stack owns: its mark (`STACK_MARK`, what `recover` checks before it
+    adopts an object no state holds)."""
+    return {STACK_MARK: stack_mark(pulumi.get_project(), pulumi.get_stack())}
 
 
 def istio_object(
-    name: str, manifest: Mapping[str, Any], *, skip_await: bool, opts: pulumi.ResourceOptions
+    name: str, manifest: Mapping[str, Any], *, opts: pulumi.ResourceOptions
 ) -> k8s.apiextensions.CustomResource:
     """An Istio custom resource (EnvoyFilter, Gateway) from its manifest: apiVersion, kind, metadata, spec."""
     metadata = manifest["metadata"]
@@ -72,7 +71,6 @@ def istio_object(
             name=metadata["name"],
             namespace=metadata["namespace"],
             labels=metadata["labels"],
-            annotations=SKIP_AWAIT_ANNOTATIONS if skip_await else None,
         ),
         spec=manifest["spec"],
         opts=opts,

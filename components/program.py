@@ -419,7 +419,6 @@ def _entry_args(plan: StackPlan, connect: ConnectPlan) -> ConnectEntryArgs:
         pangolin=_pangolin_args(plan.settings, plan.org, connect_resource_name(project, stack)),
         firewall=connect_rule_args(plan.firewall),
         firewall_rule_name=connect_rule_name(project, stack),
-        skip_await=plan.settings.kubernetes.skip_await,
     )
 
 
@@ -454,6 +453,9 @@ def _kubernetes_provider(settings: Settings) -> k8s.Provider | None:
         kubeconfig=kube.kubeconfig,
         context=kube.context,
         namespace=kube.namespace,
+        # The status ConfigMap is updated in place, never deleted and created again: a platform reading or
+        # watching the status finds it in every read (docs/cluster-instances.md, what an up waits for).
+        enable_config_map_mutable=True,
     )
 
 
@@ -519,7 +521,7 @@ def _host_identity_args(
         return None
     place = None
     if settings.delivers_secret(inst):
-        place = SecretPlace(namespace=settings.namespace_of(inst), skip_await=settings.kubernetes.skip_await)
+        place = SecretPlace(namespace=settings.namespace_of(inst))
     return HostIdentityArgs(issued=issued, signing=signing, secret=place)
 
 

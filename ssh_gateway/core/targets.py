@@ -9,7 +9,8 @@ from typing import Final
 from .names import service_name
 
 __all__ = [
-    "SKIP_AWAIT_ANNOTATIONS",
+    "SERVICE_AWAIT_ANNOTATIONS",
+    "STATUS_AWAIT_ANNOTATIONS",
     "ClusterIpTarget",
     "NodePortTarget",
     "ServiceSpec",
@@ -19,13 +20,24 @@ __all__ = [
     "service_spec",
 ]
 
-# For a cluster without controllers (the tests' kube-apiserver): no controller gives the Service endpoints, so
-# pulumi-kubernetes would wait its full 10 minutes for them on create; and its default foreground delete
-# leaves a `foregroundDeletion` finalizer that only the garbage collector removes, while skipAwait does not
-# cover a Service's delete (provider pkg/metadata/overrides.go, allowsSkipAwaitWithDelete). A background
-# delete removes the Service at once.
-SKIP_AWAIT_ANNOTATIONS: Final = {"pulumi.com/skipAwait": "true", "pulumi.com/deletionPropagationPolicy": "background"}
-"""pulumi-kubernetes annotations for objects on a control-plane-only cluster (`ServiceSpec.skip_await`)."""
+# What an `up` waits for, per object (docs/cluster-instances.md, "What an up waits for"). The ssh Service is
+# published before its pod runs: pulumi-kubernetes would otherwise wait until the pod is Ready and in the
+# Service's Endpoints, so a GPU pod Pending for hours would hold the `up`, and every other instance's endpoint
+# with it. skipAwait does not cover a Service's delete (provider pkg/metadata/overrides.go,
+# allowsSkipAwaitWithDelete); a background delete removes the Service at once, its EndpointSlices after it,
+# instead of waiting for the garbage collector.
+SERVICE_AWAIT_ANNOTATIONS: Final = {
+    "pulumi.com/skipAwait": "true",
+    "pulumi.com/deletionPropagationPolicy": "background",
+}
+"""pulumi-kubernetes annotations of every ssh Service the stack makes."""
+
+# The status ConfigMap is updated in place (the provider's enableConfigMapMutable), by server-side apply under
+# the field manager its state names. One `recover` adopted carries a new manager's name, which then conflicts
+# with the killed run's on every changed key; the stack is the ConfigMap's only writer (its name is the stack's,
+# and a status the program never wrote is refused before anything runs), so its apply takes the fields over.
+STATUS_AWAIT_ANNOTATIONS: Final = {"pulumi.com/patchForce": "true"}
+"""pulumi-kubernetes annotations of the stack's status ConfigMap."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -40,8 +52,6 @@ class ServiceSpec:
     """The pods it selects."""
     pod_port: int
     """The sshd port in the pod."""
-    skip_await: bool
-    """Only for clusters without controllers (tests): no await for endpoints, a background delete."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -84,14 +94,11 @@ class StaticTarget:
 Target = NodePortTarget | ClusterIpTarget | StaticTarget
 
 
-def service_spec(
-    instance: str, namespace: str, selector: Mapping[str, str] | None, pod_port: int, *, skip_await: bool
-) -> ServiceSpec:
+def service_spec(instance: str, namespace: str, selector: Mapping[str, str] | None, pod_port: int) -> ServiceSpec:
     """The Service of an instance, with the default selector `{"app": instance}`."""
     return ServiceSpec(
         name=service_name(instance),
         namespace=namespace,
         selector=dict(selector or {"app": instance}),
         pod_port=pod_port,
-        skip_await=skip_await,
     )

@@ -3,7 +3,8 @@ it, with the kubeconfig and context of the stack's kubernetes provider. Pulumi-f
 
 - `api_client(kubeconfig, context)`: a client of the official kubernetes library, found as pulumi-kubernetes
   finds its cluster.
-- `list_selected(...)`: every selected pod or Service of every selected namespace, from complete paged listings.
+- `list_selected(...)`: every selected pod or Service of every selected namespace, from complete paged listings;
+  `ended(obj)`: one that will not run again (being deleted, or a finished pod), which counts as gone.
 - `read_status(...)`, `read_statuses(...)`: a stack's status ConfigMap, and every stack's in a namespace.
 - `read_occupants(...)`: the objects already holding names the stack would create, with their stack marks.
 
@@ -14,7 +15,7 @@ partial answer, so a failure to read can never be taken for objects that are gon
 
 from .client import LEASE_REQUEST_TIMEOUT, REQUEST_TIMEOUT, api_client
 from .errors import KubeError
-from .listing import PAGE_SIZE, collect_pages, list_selected
+from .listing import PAGE_SIZE, collect_pages, ended, list_selected
 from .occupants import read_occupants
 from .status import read_status, read_statuses
 
@@ -25,6 +26,7 @@ __all__ = [
     "KubeError",
     "api_client",
     "collect_pages",
+    "ended",
     "list_selected",
     "read_occupants",
     "read_status",

@@ -21,7 +21,7 @@ from ssh_gateway.core.names import DiscoverFrom
 from .client import REQUEST_TIMEOUT
 from .errors import KubeError, api_problem
 
-__all__ = ["PAGE_SIZE", "collect_pages", "decoded_page", "list_selected"]
+__all__ = ["PAGE_SIZE", "collect_pages", "decoded_page", "ended", "list_selected"]
 
 PAGE_SIZE: Final = 500
 """Objects per page: the API server's own default for kubectl (`--chunk-size`)."""
@@ -67,7 +67,8 @@ def collect_pages(fetch: Fetch, what: str) -> tuple[list[Mapping[str, Any]], str
 def list_selected(
     api: ApiClient, kind: DiscoverFrom, namespaces: Iterable[str], selector: Mapping[str, str]
 ) -> Listing:
-    """Every `kind` object carrying `selector`'s labels in each of `namespaces`, complete or a `KubeError`."""
+    """Every `kind` object carrying `selector`'s labels in each of `namespaces`, complete or a `KubeError`; those
+    that have ended (`ended`) are left out."""
     core = CoreV1Api(api)
     labels = selector_text(selector)
     objects: list[ClusterObject] = []
@@ -88,7 +89,7 @@ def list_selected(
 
         what = f"{kind.value} in namespace {namespace} with labels {labels}"
         items, versions[namespace] = collect_pages(fetch, what)
-        objects.extend(_record(kind, item, what) for item in items)
+        objects.extend(_record(kind, item, what) for item in items if not ended(item))
     return Listing(objects=tuple(objects), resource_versions=versions)
 
 
@@ -99,6 +100,16 @@ def decoded_page(data: bytes) -> Page:
         page = None
     # Not a mapping: `collect_pages` finds no metadata and refuses the page.
     return page if isinstance(page, Mapping) else {}
+
+
+def ended(item: Mapping[str, Any]) -> bool:
+    """An object that will not run again counts as gone, so its instance's grace period starts: one being deleted
+    (a lost node's evicted pods stay Terminating until the node answers, which it may never do) and a pod that
+    has finished (Succeeded or Failed, kept until someone deletes it)."""
+    meta, status = item.get("metadata"), item.get("status")
+    if isinstance(meta, Mapping) and meta.get("deletionTimestamp"):
+        return True
+    return isinstance(status, Mapping) and status.get("phase") in ("Succeeded", "Failed")
 
 
 def _record(kind: DiscoverFrom, item: Mapping[str, Any], what: str) -> ClusterObject:

@@ -3,8 +3,9 @@
 kwok (sigs.k8s.io/kwok) plays the kubelet of every Node that carries its annotation: it keeps the node's Lease
 and Ready condition, and turns each pod the scheduler binds to it Running and Ready with an IP from the node's
 podCIDR. So pods are scheduled against real capacity (a pod asking for an `nvidia.com/gpu` that no node has free
-stays Pending), the endpoints controller sees Ready pods, and a node that kwok stops serving (`lose_node`) goes
-NotReady and has its pods evicted, as a lost machine's would.
+stays Pending), and the endpoints controller sees Ready pods. A node served by a kwok process of its own
+(`ControlPlane.add_node_of_its_own`) is lost when that process stops: it goes NotReady and has its pods evicted,
+as a lost machine's would.
 """
 
 from __future__ import annotations
@@ -24,14 +25,13 @@ __all__ = [
     "SimulatedNode",
     "add_node",
     "kwok_args",
-    "lose_node",
     "wait_nodes_ready",
 ]
 
 GPU = "nvidia.com/gpu"
 """The extended resource a GPU pod asks for (the name NVIDIA's device plugin registers)."""
 KWOK_ANNOTATION = "kwok.x-k8s.io/node"
-"""kwok manages exactly the nodes annotated `kwok.x-k8s.io/node=fake`; removing it is losing the node."""
+"""A kwok process manages exactly the nodes annotated with its value (`SimulatedNode.kwok`)."""
 NODE_LABEL = "ssh-gateway.dev/simulated-node"
 """On every node made here, so a benchmark can list them."""
 _POD_NETWORK = IPv4Network("10.244.0.0/16")
@@ -49,6 +49,8 @@ class SimulatedNode:
     gpus: int = 8
     pods: int = 250
     labels: dict[str, str] = field(default_factory=dict)
+    kwok: str = "fake"
+    """Which kwok process serves it: the cluster's own (`fake`), or one of its own (named after it)."""
 
     def manifest(self) -> dict[str, Any]:
         capacity = {"cpu": "64", "memory": "512Gi", "pods": str(self.pods), GPU: str(self.gpus)}
@@ -58,7 +60,7 @@ class SimulatedNode:
             "kind": "Node",
             "metadata": {
                 "name": self.name,
-                "annotations": {KWOK_ANNOTATION: "fake"},
+                "annotations": {KWOK_ANNOTATION: self.kwok},
                 "labels": {**self.labels, NODE_LABEL: "true", "kubernetes.io/hostname": self.name},
             },
             "spec": {"podCIDR": cidr, "podCIDRs": [cidr]},
@@ -67,12 +69,13 @@ class SimulatedNode:
         }
 
 
-def kwok_args(kubeconfig: Path) -> list[str]:
+def kwok_args(kubeconfig: Path, serves: str = "fake") -> list[str]:
+    """kwok serving the nodes whose `KWOK_ANNOTATION` is `serves`."""
     return [
         f"--kubeconfig={kubeconfig}",
         f"--config={_STAGES}",
         "--manage-all-nodes=false",
-        f"--manage-nodes-with-annotation-selector={KWOK_ANNOTATION}=fake",
+        f"--manage-nodes-with-annotation-selector={KWOK_ANNOTATION}={serves}",
         f"--node-lease-duration-seconds={_LEASE_SECONDS}",
         "--server-address=",  # no kwok API server (port-forward, exec, logs): nothing here uses it
         "--v=INFO",
@@ -97,14 +100,6 @@ def wait_nodes_ready(api: httpx.Client, names: list[str], timeout: float) -> Non
         if time.monotonic() > deadline:
             raise TimeoutError(f"nodes not Ready after {timeout:.0f}s: {', '.join(sorted(waiting))}")
         time.sleep(0.2)
-
-
-def lose_node(api: httpx.Client, name: str) -> None:
-    """The node's machine is gone: kwok stops renewing its Lease, so node lifecycle marks it NotReady after the
-    grace period and evicts its pods."""
-    patch = {"metadata": {"annotations": {KWOK_ANNOTATION: None}}}
-    headers = {"Content-Type": "application/merge-patch+json"}
-    api.patch(f"/api/v1/nodes/{name}", json=patch, headers=headers).raise_for_status()
 
 
 def _ready(node: dict[str, Any]) -> bool:

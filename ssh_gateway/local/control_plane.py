@@ -127,6 +127,18 @@ class ControlPlane:
             body = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
             api.post("/api/v1/namespaces", json=body).raise_for_status()
 
+    def add_node_of_its_own(self, name: str, index: int, timeout: float = 60.0) -> ManagedProcess:
+        """A node served by a kwok process of its own, started attached to the caller: stopping that process is
+        losing the machine (its Lease is no longer renewed, node lifecycle evicts its pods)."""
+        kwok = ManagedProcess(_spec(f"kwok-{name}", kwok_args(self.kubeconfig, serves=name), self.root, binary="kwok"))
+        kwok.start()
+        try:
+            self.add_nodes([SimulatedNode(name, index, kwok=name)], timeout)
+        except BaseException:
+            kwok.stop()
+            raise
+        return kwok
+
     def add_nodes(self, nodes: list[SimulatedNode], timeout: float = 60.0) -> None:
         """Registers more simulated nodes (kwok serves them) and waits until they are Ready."""
         with self.client() as api:
@@ -233,12 +245,12 @@ _STOP_GRACE = 15.0
 """Seconds between SIGTERM and SIGKILL."""
 
 
-def _spec(name: str, args: list[str], root: Path) -> ProcessSpec:
-    """The process `name`, its binary found as SSH_GATEWAY_<NAME> in .toolchain.env."""
-    binary = toolchain_binary("SSH_GATEWAY_" + name.upper().replace("-", "_"))
+def _spec(name: str, args: list[str], root: Path, *, binary: str | None = None) -> ProcessSpec:
+    """The process `name` of `binary` (default: `name`), found as SSH_GATEWAY_<BINARY> in .toolchain.env."""
+    path = toolchain_binary("SSH_GATEWAY_" + (binary or name).upper().replace("-", "_"))
     return ProcessSpec(
         name=name,
-        argv=(str(binary), *args),
+        argv=(str(path), *args),
         log=root / f"{name}.log",
         stop_grace=_STOP_GRACE,
         # Attached, killed with the process that started it, even one that dies by SIGKILL (a CI timeout, a killed

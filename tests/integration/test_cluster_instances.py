@@ -69,7 +69,6 @@ def config(
         "namespace": namespace,
         "kubeconfig": kubeconfig or str(kube.kubeconfig),
         "nodeIp": "127.0.0.1",
-        "skipAwait": True,
     }
     return stack_config(emulator, [], kubernetes=kubernetes, discovery=config_section(namespace, **discovery))
 

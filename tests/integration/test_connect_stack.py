@@ -75,7 +75,7 @@ def services(kube: ControlPlane, namespace: str) -> dict[str, dict[str, Any]]:
 
 
 def kube_config(kube: ControlPlane, namespace: str) -> dict[str, Any]:
-    return {"namespace": namespace, "kubeconfig": str(kube.kubeconfig), "skipAwait": True}
+    return {"namespace": namespace, "kubeconfig": str(kube.kubeconfig)}
 
 
 def port_outside(excluded: range) -> int:

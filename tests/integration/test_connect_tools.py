@@ -170,7 +170,7 @@ def test_the_drift_check_names_an_envoyfilter_deleted_by_hand(
 ) -> None:
     gateway_ns = f"gw-{uuid.uuid4().hex[:6]}"
     kube.create_namespace(gateway_ns)
-    kubernetes = {"namespace": kube_namespace, "kubeconfig": str(kube.kubeconfig), "skipAwait": True}
+    kubernetes = {"namespace": kube_namespace, "kubeconfig": str(kube.kubeconfig)}
     config = stack_config(
         emulator,
         [connect_instance("gpu-c")],

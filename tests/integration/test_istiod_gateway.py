@@ -323,7 +323,7 @@ def test_ssh_through_istiods_gateway(
         },
         "public": {"via": "pangolin", "port": 40443},
     }
-    kubernetes = {"namespace": ns, "kubeconfig": str(mesh.kube.kubeconfig), "skipAwait": True}
+    kubernetes = {"namespace": ns, "kubeconfig": str(mesh.kube.kubeconfig)}
     stack = make_stack(stack_config(emulator, instances, kubernetes=kubernetes, connect=connect))
     stack.up()
     # The pods' part: a workload with each instance's Service's selector, at its sshd (the target port).

@@ -19,7 +19,7 @@ pytestmark = pytest.mark.integration
 
 
 def kube_config(kube: ControlPlane, namespace: str) -> dict[str, Any]:
-    return {"namespace": namespace, "kubeconfig": str(kube.kubeconfig), "nodeIp": "127.0.0.1", "skipAwait": True}
+    return {"namespace": namespace, "kubeconfig": str(kube.kubeconfig), "nodeIp": "127.0.0.1"}
 
 
 def services(kube: ControlPlane, namespace: str) -> dict[str, dict[str, Any]]:

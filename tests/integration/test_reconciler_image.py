@@ -50,7 +50,6 @@ def test_the_image_runs_reconcile_once_as_the_deployment_does(
             "namespace": kube_namespace,
             "kubeconfig": str(kubeconfig),
             "nodeIp": "127.0.0.1",
-            "skipAwait": True,
         },
         "ssh-gateway:discovery": {"from": "services", "namespaces": [kube_namespace], "selector": EXPOSE},
     }

@@ -78,7 +78,7 @@ def kubernetes_hold(server_side_apply: bool, tmp_path: Path) -> Iterator[Provide
 
 
 def _kube(kube: ControlPlane, namespace: str) -> dict[str, Any]:
-    return {"namespace": namespace, "kubeconfig": str(kube.kubeconfig), "nodeIp": "127.0.0.1", "skipAwait": True}
+    return {"namespace": namespace, "kubeconfig": str(kube.kubeconfig), "nodeIp": "127.0.0.1"}
 
 
 def _names(kube: ControlPlane, namespace: str, kind: str) -> list[str]:

@@ -62,7 +62,6 @@ def fresh_stack(
         "namespace": cluster.namespace,
         "kubeconfig": str(cluster.plane.kubeconfig),
         "nodeIp": "127.0.0.1",
-        "skipAwait": True,
     }
     ports = f"20000-{20000 + 2 * len(FLEET) - 1}"
     instances = [_instance(name) for name in FLEET]

@@ -23,6 +23,7 @@ from ssh_gateway.core.names import (
 from ssh_gateway.core.org import OrgView
 from ssh_gateway.core.settings import parse_settings
 from ssh_gateway.core.stack_plan import plan_stack
+from ssh_gateway.core.targets import SERVICE_AWAIT_ANNOTATIONS
 from ssh_gateway.ops.tools.host_identity_files import InstanceRefused, identity_files
 from tests.host_keys import checked_secret_files
 from tests.mocks import revealed
@@ -334,12 +335,23 @@ def test_rendered_manifests_get_no_secret_and_the_command_derives_the_identity(m
     assert "host-key Secrets of gpu-01, gpu-02 are not rendered" in warning
 
 
-def test_skip_await_annotates_the_secret_like_the_service(mocks: RecordingMocks) -> None:
-    run_program(settings(kubernetes={"namespace": "gpu", "nodeIp": "10.0.0.4", "skipAwait": True}))
+def test_only_the_service_skips_the_readiness_wait(mocks: RecordingMocks) -> None:
+    # The Service is published before its pod runs (a Pending GPU pod never holds the up); a Secret has no
+    # await logic to skip, so it carries the stack's mark alone.
+    run_program(settings(kubernetes={"namespace": "gpu", "nodeIp": "10.0.0.4"}))
     (service, *_) = mocks.of_type("kubernetes:core/v1:Service")
-    for secret in mocks.of_type(SECRET_TYPE):
-        assert secret.inputs["metadata"]["annotations"] == service.inputs["metadata"]["annotations"]
-        assert secret.inputs["metadata"]["annotations"]["pulumi.com/skipAwait"] == "true"
+    assert service.inputs["metadata"]["annotations"].items() >= SERVICE_AWAIT_ANNOTATIONS.items()
+    secrets = mocks.of_type(SECRET_TYPE)
+    assert secrets
+    for secret in secrets:
+        assert list(secret.inputs["metadata"]["annotations"]) == [STACK_MARK]
+
+
+def test_config_maps_are_updated_in_place(mocks: RecordingMocks) -> None:
+    # The status ConfigMap (tests/unit/test_program_discovery.py checks its force annotation) is never replaced.
+    run_program(settings(kubernetes={"namespace": "gpu", "nodeIp": "10.0.0.4"}))
+    [provider] = mocks.of_type("pulumi:providers:kubernetes")
+    assert provider.inputs["enableConfigMapMutable"] == "true"  # provider inputs are strings
 
 
 def test_the_host_key_does_not_depend_on_port_target_or_routing(mocks: RecordingMocks) -> None:

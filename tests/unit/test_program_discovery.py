@@ -82,6 +82,7 @@ def test_a_discovered_pod_gets_its_service_and_secret_in_its_namespace(mocks: Re
     meta = status.inputs["metadata"]
     assert (meta["name"], meta["namespace"]) == ("ssh-gateway-status-unit", "gpu")
     assert meta["labels"] == {"app.kubernetes.io/managed-by": "ssh-gateway", "ssh-gateway.io/stack": "ssh-gateway.unit"}
+    assert meta["annotations"]["pulumi.com/patchForce"] == "true"  # the adopted status's new field manager
     data = status.inputs["data"]
     assert sorted(data) == ["instance.alice.json", "ports.json", "refused.gpu-users.eve-0.json", "selection.json"]
     alice = json.loads(data["instance.alice.json"])

@@ -80,6 +80,7 @@ def test_target_and_firewall_are_unions_tagged_by_their_field() -> None:
             "ssh-gateway:firewall.resourceGroup: required",
         ),
         ({"colour": "blue"}, "ssh-gateway:colour: unknown key"),
+        ({"kubernetes": {"skipAwait": True}}, "ssh-gateway:kubernetes.skipAwait: removed: every ssh Service skips"),
         (
             {"ports": {"range": "40000-40019", "reserve": [1]}},
             "ssh-gateway:ports.reserve: unknown key; did you mean 'reserved'?",

@@ -82,9 +82,18 @@ _KIND_WHY: Final = {
 }
 
 
+_REMOVED_KEYS = {
+    ("kubernetes", "skipAwait"): "removed: every ssh Service skips pulumi-kubernetes' readiness wait by itself, "
+    "and nothing else needs it (docs/cluster-instances.md, what an up waits for); delete the key",
+}
+"""Keys a stack file may still hold from an earlier version, and what to do instead."""
+
+
 def _unknown_key(loc: Sequence[int | str]) -> str:
     """ "unknown key", with the key meant, or the targets (gateway kinds) a key belongs to when it is another's."""
     key = str(loc[-1])
+    if (removed := _REMOVED_KEYS.get((str(loc[0]), key))) is not None and len(loc) == 2:
+        return removed
     tag = next((p for p in loc if isinstance(p, str) and p in TARGETS), None)
     if tag is not None and key in _keys_at(loc):
         owners = [t for t, m in zip(TARGETS, _TARGET_MODELS, strict=True) if key in _keys_at(loc, (m,))]

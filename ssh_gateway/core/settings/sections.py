@@ -97,7 +97,6 @@ class Kubernetes(StrictModel):
     cluster_domain: Annotated[str, AfterValidator(check_hostname)] = Field(
         default="cluster.local", alias="clusterDomain"
     )
-    skip_await: bool = Field(default=False, alias="skipAwait", description="only for control-plane-only clusters")
 
 
 class FirewallOff(StrictModel):

@@ -63,9 +63,7 @@ def target_of(inst: PortModeInstance, kube: Kubernetes) -> Target:
     """Where the instance's Pangolin target points, with the cluster's settings filled in."""
     if isinstance(inst, StaticInstance):
         return StaticTarget(host=inst.static_host, port=inst.static_port)
-    service = service_spec(
-        inst.name, namespace_of(inst, kube), inst.selector, inst.pod_port, skip_await=kube.skip_await
-    )
+    service = service_spec(inst.name, namespace_of(inst, kube), inst.selector, inst.pod_port)
     if isinstance(inst, ClusterIpInstance):
         return ClusterIpTarget(service=service, cluster_domain=kube.cluster_domain)
     if kube.node_ip is None:
@@ -112,7 +110,7 @@ def connect_target(inst: ConnectModeInstance, kube: Kubernetes) -> ServiceSpec |
     host:port."""
     if isinstance(inst, ConnectStaticInstance):
         return StaticTarget(host=inst.static_host, port=inst.static_port)
-    return service_spec(inst.name, namespace_of(inst, kube), inst.selector, inst.pod_port, skip_await=kube.skip_await)
+    return service_spec(inst.name, namespace_of(inst, kube), inst.selector, inst.pod_port)
 
 
 def envoy_routes(instances: Iterable[Instance], kube: Kubernetes) -> list[EnvoyRoute]:

@@ -31,7 +31,7 @@ from kubernetes.watch import Watch
 from ssh_gateway.core.cluster import ClusterObject, selector_text
 from ssh_gateway.core.log_events import LogEvent
 from ssh_gateway.core.names import DISCOVERY_PREFIX, DiscoverFrom
-from ssh_gateway.kube import KubeError, list_selected
+from ssh_gateway.kube import KubeError, ended, list_selected
 
 __all__ = ["StackWatch", "WatchSignals"]
 
@@ -231,7 +231,7 @@ class StackWatch:
             return  # BOOKMARK: only a newer version to resume from, which `Watch` keeps
         key = f"{namespace}/{(raw.get('metadata') or {}).get('name')}"
         what = "pod" if self._kind is DiscoverFrom.PODS else "service"
-        if kind == "DELETED":
+        if kind == "DELETED" or ended(raw):  # an evicted pod stays Terminating: gone for discovery (the reader's rule)
             if known.pop(key, None) is not None:
                 self._notify(f"deleted {what} {key}")
             return

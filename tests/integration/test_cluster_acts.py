@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -203,3 +204,42 @@ def test_a_deleted_namespace_keeps_its_instances_and_the_others_converge(
     assert "leaving" in back
     assert get(kube, f"/api/v1/namespaces/{doomed}/services/ssh-leaving") is not None
     assert_one_target_per_port(emulator)
+
+
+def test_the_status_is_in_every_read_while_it_changes(
+    kube: ControlPlane, kube_namespace: str, emulator: EmulatorHandle, make_stack: StackFactory
+) -> None:
+    """A platform polling the status ConfigMap every 0.2 s through 20 changes: no read misses it, and every entry
+    of an instance that stays is in every read (it is updated in place, never deleted and created again)."""
+    ns = kube_namespace
+    create_pods(kube, ns, pod("first"))
+    stack = make_stack(configured(kube, discovery_stack(emulator, [ns], ns, grace=0)))
+    stack.up()
+    path = f"/api/v1/namespaces/{ns}/configmaps/ssh-gateway-status-{stack.name}"
+    reads: list[set[str] | None] = []
+    stop = threading.Event()
+
+    def poll() -> None:
+        with kube.client() as api:
+            while not stop.is_set():
+                response = api.get(path)
+                reads.append(set(response.json().get("data") or {}) if response.status_code == 200 else None)
+                stop.wait(0.2)
+
+    poller = threading.Thread(target=poll)
+    poller.start()
+    try:
+        for i in range(20):  # each change adds an instance, or takes the one before away
+            if i % 2 == 0:
+                create_pods(kube, ns, pod(f"n{i}"))
+            else:
+                with kube.client() as api:
+                    api.delete(f"/api/v1/namespaces/{ns}/pods/n{i - 1}-0").raise_for_status()
+            stack.up()
+    finally:
+        stop.set()
+        poller.join()
+    print(f"status polled: {len(reads)} reads through 20 changes, {reads.count(None)} missing")  # for the notes
+    assert len(reads) > 20
+    assert None not in reads, f"{reads.count(None)} of {len(reads)} reads found no status"
+    assert all("instance.first.json" in keys for keys in reads if keys is not None)

@@ -181,18 +181,7 @@ def start_control_plane(
     url = f"https://127.0.0.1:{api_port}"
     _write_kubeconfig(root / "kubeconfig", url=url, ca_file=pki / "ca.crt", user=USER, token=token)
     started = time.monotonic()
-    manager_port, scheduler_port = next(free), next(free)
-    readyz = http_ready(f"{url}/readyz", verify=ssl.create_default_context(cafile=str(pki / "ca.crt")))
-    steps: list[tuple[ProcessSpec, Callable[[], bool] | None]] = [
-        (_etcd_spec(root, etcd_port, etcd_peer_port), http_ready(f"http://127.0.0.1:{etcd_port}/health")),
-        (_apiserver_spec(root, api_port, etcd_port), readyz),
-        (
-            _spec("kube-controller-manager", controller_manager_args(root, port=manager_port), root),
-            healthz(root, manager_port),
-        ),
-        (_spec("kube-scheduler", scheduler_args(root, port=scheduler_port), root), healthz(root, scheduler_port)),
-        (_spec("kwok", kwok_args(root / "kubeconfig"), root), None),
-    ]
+    steps = _steps(root, url, api_port, etcd_port, etcd_peer_port, next(free), next(free))
     running: list[ManagedProcess] = []
     pids: dict[str, int] = {}
     try:
@@ -221,6 +210,22 @@ def start_control_plane(
         _stop_all(running)  # a failed start stops the processes it started itself
         raise
     return dataclasses.replace(plane, startup_seconds=time.monotonic() - started)
+
+
+Step = tuple[ProcessSpec, Callable[[], bool] | None]
+"""A process of the cluster and what says it is ready (None: running is enough)."""
+
+
+def _steps(root: Path, url: str, api: int, etcd: int, etcd_peer: int, manager: int, scheduler: int) -> list[Step]:
+    """The cluster's processes in the order they start, each needing the ones before."""
+    readyz = http_ready(f"{url}/readyz", verify=ssl.create_default_context(cafile=str(root / "pki" / "ca.crt")))
+    return [
+        (_etcd_spec(root, etcd, etcd_peer), http_ready(f"http://127.0.0.1:{etcd}/health")),
+        (_apiserver_spec(root, api, etcd), readyz),
+        (_spec("kube-controller-manager", controller_manager_args(root, port=manager), root), healthz(root, manager)),
+        (_spec("kube-scheduler", scheduler_args(root, port=scheduler), root), healthz(root, scheduler)),
+        (_spec("kwok", kwok_args(root / "kubeconfig"), root), None),
+    ]
 
 
 def stop_control_plane(plane: ControlPlane, *, remove_data: bool = False) -> None:

@@ -7,6 +7,7 @@ forbidden or fails changes nothing. There is no kubelet: pods and Services are c
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import pytest
@@ -31,8 +32,15 @@ def create(kube: ControlPlane, namespace: str, kind: str, body: dict[str, Any]) 
 
 
 def delete(kube: ControlPlane, namespace: str, kind: str, name: str) -> None:
+    """Deletes the object and returns once it is gone: a pod on a node goes when its kubelet (kwok) confirms, as a
+    StatefulSet waits for before it makes the pod again under its name."""
+    path = f"/api/v1/namespaces/{namespace}/{kind}/{name}"
     with kube.client() as api:
-        api.delete(f"/api/v1/namespaces/{namespace}/{kind}/{name}").raise_for_status()
+        api.delete(path).raise_for_status()
+        deadline = time.monotonic() + 60
+        while api.get(path).status_code != 404:
+            assert time.monotonic() < deadline, f"{kind} {namespace}/{name} still there 60 s after its delete"
+            time.sleep(0.1)
 
 
 def platform_service(name: str, node_port: int, annotations: dict[str, str] | None = None) -> dict[str, Any]:

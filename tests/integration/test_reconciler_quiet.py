@@ -78,7 +78,7 @@ def test_held_removals_wake_nothing(
     pytestconfig: pytest.Config,
 ) -> None:
     ns = kube_namespace
-    create(kube, ns, "services", platform_service("held0", 30401))
+    create(kube, ns, "services", platform_service("held0", 30441))
     stack = make_stack(config(emulator, kube, ns, gracePeriod=0, maxRemovals=0))
     log = tmp_path / "reconcile.log"
     with reconciling(stack, log) as process:

@@ -6,7 +6,6 @@ run. Real stacks' settings: pulumi-kubernetes' await logic runs (no skipAwait an
 from __future__ import annotations
 
 import itertools
-import json
 import threading
 import time
 import uuid
@@ -14,13 +13,13 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from pulumi import automation as auto
 
 from pangolin_emulator.harness import EmulatorHandle
 from ssh_gateway.local.cluster_nodes import GPU
 from ssh_gateway.local.control_plane import ControlPlane
 
 from .conftest import StackFactory, stack_config
+from .test_cluster_instances import status
 
 pytestmark = pytest.mark.integration
 
@@ -74,16 +73,6 @@ def discovery_stack(
 def configured(kube: ControlPlane, config: dict[str, Any]) -> dict[str, Any]:
     config["ssh-gateway:kubernetes"]["kubeconfig"] = str(kube.kubeconfig)
     return config
-
-
-def status(kube: ControlPlane, namespace: str, stack: auto.Stack) -> dict[str, Any]:
-    found = get(kube, f"/api/v1/namespaces/{namespace}/configmaps/ssh-gateway-status-{stack.name}")
-    assert found is not None
-    return {key: json.loads(value) for key, value in (found.get("data") or {}).items()}
-
-
-def writes(emulator: EmulatorHandle) -> list[str]:
-    return [route for route, n in emulator.counters().items() if n and not route.startswith("GET ")]
 
 
 def assert_one_target_per_port(emulator: EmulatorHandle) -> None:

@@ -94,7 +94,7 @@ def wait_nodes_ready(api: httpx.Client, names: list[str], timeout: float) -> Non
     deadline = time.monotonic() + timeout
     waiting = set(names)
     while waiting:
-        waiting = {name for name in waiting if not _ready(api.get(f"/api/v1/nodes/{name}").json())}
+        waiting = {name for name in waiting if not _ready(api.get(f"/api/v1/nodes/{name}"))}
         if not waiting:
             return
         if time.monotonic() > deadline:
@@ -102,6 +102,9 @@ def wait_nodes_ready(api: httpx.Client, names: list[str], timeout: float) -> Non
         time.sleep(0.2)
 
 
-def _ready(node: dict[str, Any]) -> bool:
-    conditions = node.get("status", {}).get("conditions", [])
+def _ready(response: httpx.Response) -> bool:
+    """Whether the node reports Ready; one not registered yet (a kubelet still starting) is not."""
+    if response.status_code == httpx.codes.NOT_FOUND:
+        return False
+    conditions = response.raise_for_status().json().get("status", {}).get("conditions", [])
     return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)

@@ -48,6 +48,7 @@ from ssh_gateway.plumbing.toolchain import toolchain_binary
 __all__ = [
     "DEFAULT_NODES",
     "EVICTION_SECONDS",
+    "KUBERNETES_SERVICE_IP",
     "RESTRICTED_USER",
     "ControlPlane",
     "ControlPlaneError",
@@ -58,6 +59,9 @@ __all__ = [
 # Nothing ever sends traffic to it (there is no kube-proxy here). A /16: the benchmark's 40 shards of 250 hold
 # 10,000 Services (a /20 holds 4,094; the create answers 500 past it).
 SERVICE_CLUSTER_IP_RANGE = "10.96.0.0/16"
+KUBERNETES_SERVICE_IP = "10.96.0.1"
+"""The `kubernetes` Service's address (the range's first): what a pod's in-cluster client dials, so the serving
+certificate names it."""
 DEFAULT_NODES = (SimulatedNode("rig-node-0", 0), SimulatedNode("rig-node-1", 1))
 """Two nodes of 8 GPUs: a pod asking for a GPU when all 16 are taken stays Pending."""
 EVICTION_SECONDS = 10
@@ -305,9 +309,6 @@ def _apiserver_spec(root: Path, port: int, etcd_port: int) -> ProcessSpec:
         f"--service-account-issuer=https://127.0.0.1:{port}/",
         f"--service-account-key-file={pki / 'sa.key'}",
         f"--service-account-signing-key-file={pki / 'sa.key'}",
-        # Pods get no service-account token: kwok's pods run nothing, and a namespace's pods could otherwise
-        # not be created until the controller-manager has made its `default` ServiceAccount.
-        "--disable-admission-plugins=ServiceAccount",
         f"--default-not-ready-toleration-seconds={EVICTION_SECONDS}",
         f"--default-unreachable-toleration-seconds={EVICTION_SECONDS}",
         "--allow-privileged=true",
@@ -329,7 +330,8 @@ def _openssl(*args: str, cwd: Path) -> None:
 
 
 def _make_pki(pki: Path) -> Path:
-    """A CA, the serving certificate for 127.0.0.1 it signs, and the service-account key; kept if present."""
+    """A CA, the serving certificate it signs (for 127.0.0.1, and for the `kubernetes` Service that pods dial), and
+    the service-account key; kept if present."""
     pki.mkdir(parents=True, exist_ok=True)
     new_ec_key = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
     if not (pki / "ca.crt").exists():
@@ -339,7 +341,8 @@ def _make_pki(pki: Path) -> Path:
         (pki / "serving.crt").unlink(missing_ok=True)
     if not (pki / "serving.crt").exists():
         (pki / "serving.ext").write_text(
-            "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n"
+            f"subjectAltName=IP:127.0.0.1,DNS:localhost,IP:{KUBERNETES_SERVICE_IP},DNS:kubernetes.default.svc\n"
+            "extendedKeyUsage=serverAuth\n"
             "keyUsage=critical,digitalSignature\nbasicConstraints=CA:FALSE\n"
             "subjectKeyIdentifier=hash\nauthorityKeyIdentifier=keyid\n"
         )

@@ -18,6 +18,7 @@ from pangolin_emulator.harness import EmulatorHandle, running_emulator
 from ssh_gateway.local.azurite import Azurite, AzuriteError, start_azurite, stop_azurite
 from ssh_gateway.local.control_plane import ControlPlane, ControlPlaneError, start_control_plane, stop_control_plane
 from ssh_gateway.local.istio_crds import install_istio_crds
+from ssh_gateway.local.kubelet_node import KubeletNode, KubeletNodeError, start_kubelet_node
 from ssh_gateway.ops.shared.automation import open_stack, remove_stack
 from ssh_gateway.plumbing.toolchain import ToolchainMissing, pulumi_env
 
@@ -154,6 +155,20 @@ def kube_namespace(kube: ControlPlane) -> str:
     name = f"it-{uuid.uuid4().hex[:8]}"
     kube.create_namespace(name)
     return name
+
+
+@pytest.fixture(scope="module")
+def kubelet_node(kube: ControlPlane) -> Iterator[KubeletNode]:
+    """The real node (containerd, kubelet, kube-proxy; local/kubelet_node.py) joined to the session's cluster for
+    a module's tests, and taken down with everything it made after them."""
+    try:
+        node = start_kubelet_node(kube)
+    except (ToolchainMissing, KubeletNodeError) as exc:
+        pytest.fail(f"no real node for the tests: {exc}")
+    try:
+        yield node
+    finally:
+        node.stop()
 
 
 @pytest.fixture(scope="session")

@@ -30,25 +30,12 @@ from pulumi.dynamic import (
     ResourceProvider,
 )
 
-from providers.unknowns import has_unknowns
+from providers.key_diff import diff_keys, without_provider
 from ssh_gateway.core.host_identity import generate_key_pair
 
 from .models import CA_INPUT_KEYS, CA_REPLACE_KEYS, check_inputs
 
 __all__ = ["SshHostCaProvider", "SshHostKeyProvider", "SshHostKeyRootProvider"]
-
-
-def changed_keys(olds: dict[str, Any], news: dict[str, Any], keys: tuple[str, ...]) -> list[str]:
-    """Which of `keys` differ between the stored outputs and the new inputs (unknown counts as changed).
-
-    Only the named keys are compared, so `__provider` (which changes with a Pulumi or dill upgrade) and the
-    computed outputs never make a diff.
-    """
-    return [key for key in keys if has_unknowns(news.get(key)) or olds.get(key) != news.get(key)]
-
-
-def _stored(props: dict[str, Any]) -> dict[str, Any]:
-    return {key: value for key, value in props.items() if key != "__provider"}
 
 
 def _failures(keys: tuple[str, ...], news: dict[str, Any]) -> CheckResult:
@@ -66,13 +53,12 @@ class _DrawnOnce:
         return _failures(CA_INPUT_KEYS, news)
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        changed = changed_keys(olds, news, CA_INPUT_KEYS)
         # Every input is a replace key: there is never an update, so the provider has no `update`.
-        return DiffResult(changes=bool(changed), replaces=[k for k in changed if k in CA_REPLACE_KEYS])
+        return diff_keys(olds, news, CA_INPUT_KEYS, replace_keys=CA_REPLACE_KEYS)
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         # The key exists only in state: refresh keeps it (and, returning no inputs, the stored inputs too).
-        return ReadResult(id_, _stored(props))
+        return ReadResult(id_, without_provider(props))
 
 
 class SshHostCaProvider(_DrawnOnce, ResourceProvider):

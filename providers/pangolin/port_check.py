@@ -25,8 +25,8 @@ from __future__ import annotations
 from typing import Any, Final
 
 from pulumi.dynamic import CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
-from pulumi.runtime.rpc import UNKNOWN
 
+from providers.key_diff import diff_keys, without_provider
 from ssh_gateway.core.names import CONNECT_ENTRY
 from ssh_gateway.core.org import Conflict, losers
 
@@ -44,12 +44,6 @@ CONNECT_KEY: Final = f"@{CONNECT_ENTRY}"
 """The CONNECT entry's key in `ports`: its resource's name after the owner prefix (`connect_resource_name`)."""
 
 
-def _has_unknowns(value: Any) -> bool:
-    if isinstance(value, dict):
-        return any(_has_unknowns(v) for v in value.values())
-    return bool(value == UNKNOWN)
-
-
 class PortCheckProvider(ApiKeyFromConfig, ResourceProvider):
     """Inputs: `apiUrl`, `orgId`, `ownerPrefix`, `ports` (instance -> port). Holds nothing in Pangolin."""
 
@@ -63,8 +57,7 @@ class PortCheckProvider(ApiKeyFromConfig, ResourceProvider):
             self._policy = policy
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        changed = [k for k in _KEYS if olds.get(k) != news.get(k) or _has_unknowns(news.get(k))]
-        return DiffResult(changes=bool(changed), replaces=[], delete_before_replace=False)
+        return diff_keys(olds, news, _KEYS)
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         self._verify(props)
@@ -76,7 +69,7 @@ class PortCheckProvider(ApiKeyFromConfig, ResourceProvider):
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         # Nothing of its own lives in Pangolin: refresh keeps the last check as it is.
-        return ReadResult(id_, props, {k: v for k, v in props.items() if k != "__provider"})
+        return ReadResult(id_, props, without_provider(props))
 
     def delete(self, _id: str, _props: dict[str, Any]) -> None:
         """Nothing to delete."""

@@ -31,6 +31,7 @@ from pulumi.dynamic import (
     UpdateResult,
 )
 
+from providers.key_diff import diff_keys, without_provider
 from providers.unknowns import has_unknowns
 from ssh_gateway.core.allocation import AllocationError, AllocationState, allocate
 from ssh_gateway.core.org import Binding, contest
@@ -125,8 +126,7 @@ class PortAllocationProvider(ResourceProvider):
         return CheckResult({**news, "ports": dict(sorted(state.ports.items())), "released": list(state.released)}, [])
 
     def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
-        changed = [k for k in _KEYS if olds.get(k) != news.get(k) or has_unknowns(news.get(k))]
-        return DiffResult(changes=bool(changed), replaces=[], delete_before_replace=False)
+        return diff_keys(olds, news, _KEYS)
 
     def create(self, props: dict[str, Any]) -> CreateResult:
         return CreateResult(ALLOCATION_ID, props)
@@ -136,4 +136,4 @@ class PortAllocationProvider(ResourceProvider):
 
     def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
         # The table lives only in state: refresh keeps it as it is.
-        return ReadResult(id_, props, {k: v for k, v in props.items() if k != "__provider"})
+        return ReadResult(id_, props, without_provider(props))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pulumi.dynamic import DiffResult
+from pulumi import dynamic
 
 from providers.unknowns import has_unknowns
 
@@ -23,10 +23,10 @@ def changed_keys(olds: dict[str, Any], news: dict[str, Any], keys: tuple[str, ..
 
 def diff_keys(
     olds: dict[str, Any], news: dict[str, Any], keys: tuple[str, ...], *, replace_keys: tuple[str, ...] = ()
-) -> DiffResult:
+) -> dynamic.DiffResult:
     """The diff over `keys`: a changed key updates the resource in place, unless it is one of `replace_keys`."""
     changed = changed_keys(olds, news, keys)
-    return DiffResult(changes=bool(changed), replaces=[key for key in changed if key in replace_keys])
+    return dynamic.DiffResult(changes=bool(changed), replaces=[key for key in changed if key in replace_keys])
 
 
 def without_provider(props: dict[str, Any]) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from pulumi.dynamic import ConfigureRequest
+from pulumi import dynamic
 
 from ssh_gateway.core.credentials import API_KEY_CONFIG, find_api_key
 
@@ -30,7 +30,7 @@ class ApiKeyFromConfig:
         self.__dict__.update(state)
         self._api_key = None
 
-    def configure(self, req: ConfigureRequest) -> None:
+    def configure(self, req: dynamic.ConfigureRequest) -> None:
         """Take the API key from the stack secret `pangolin:apiKey`, if set."""
         key = req.config.get(API_KEY_CONFIG)
         if isinstance(key, str) and key:

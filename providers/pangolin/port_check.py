@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from pulumi.dynamic import CreateResult, DiffResult, ReadResult, ResourceProvider, UpdateResult
+from pulumi import dynamic
 
 from providers.key_diff import diff_keys, without_provider
 from ssh_gateway.core.names import CONNECT_ENTRY
@@ -44,7 +44,7 @@ CONNECT_KEY: Final = f"@{CONNECT_ENTRY}"
 """The CONNECT entry's key in `ports`: its resource's name after the owner prefix (`connect_resource_name`)."""
 
 
-class PortCheckProvider(ApiKeyFromConfig, ResourceProvider):
+class PortCheckProvider(ApiKeyFromConfig, dynamic.ResourceProvider):
     """Inputs: `apiUrl`, `orgId`, `ownerPrefix`, `ports` (instance -> port). Holds nothing in Pangolin."""
 
     serialize_as_secret_always = False
@@ -56,20 +56,20 @@ class PortCheckProvider(ApiKeyFromConfig, ResourceProvider):
         if policy != DEFAULT_POLICY:
             self._policy = policy
 
-    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> dynamic.DiffResult:
         return diff_keys(olds, news, _KEYS)
 
-    def create(self, props: dict[str, Any]) -> CreateResult:
+    def create(self, props: dict[str, Any]) -> dynamic.CreateResult:
         self._verify(props)
-        return CreateResult(CHECK_ID, props)
+        return dynamic.CreateResult(CHECK_ID, props)
 
-    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> dynamic.UpdateResult:
         self._verify(news)
-        return UpdateResult(news)
+        return dynamic.UpdateResult(news)
 
-    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+    def read(self, id_: str, props: dict[str, Any]) -> dynamic.ReadResult:
         # Nothing of its own lives in Pangolin: refresh keeps the last check as it is.
-        return ReadResult(id_, props, without_provider(props))
+        return dynamic.ReadResult(id_, props, without_provider(props))
 
     def delete(self, _id: str, _props: dict[str, Any]) -> None:
         """Nothing to delete."""

@@ -19,15 +19,7 @@ import functools
 import sys
 from typing import Annotated, Any, Final
 
-from pulumi.dynamic import (
-    CheckFailure,
-    CheckResult,
-    CreateResult,
-    DiffResult,
-    ReadResult,
-    ResourceProvider,
-    UpdateResult,
-)
+from pulumi import dynamic
 from pydantic import (
     AfterValidator,
     BaseModel,
@@ -140,7 +132,7 @@ def _parse(props: dict[str, Any]) -> TcpInputs:
 # --- provider --------------------------------------------------------------------------------
 
 
-class PangolinTcpProvider(ApiKeyFromConfig, ResourceProvider):
+class PangolinTcpProvider(ApiKeyFromConfig, dynamic.ResourceProvider):
     """Creates, updates, reads and deletes a raw TCP/UDP Pangolin resource and its target.
 
     Thread-safe: the engine runs up to 4 calls at once on one shared instance. No method mutates it
@@ -172,14 +164,14 @@ class PangolinTcpProvider(ApiKeyFromConfig, ResourceProvider):
         super().__setstate__(state)
         self._ledgers = OrgLedgers()
 
-    def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
+    def check(self, olds: dict[str, Any], news: dict[str, Any]) -> dynamic.CheckResult:
         """Validate and normalise the inputs; unknowns (preview) pass through unchecked.
 
         `adoptResourceId` only steers a create: once the resource is in state, the stored value is kept, so the
         program's listing (which finds the resource itself every run) never shows up as a changed input.
         """
         inputs: dict[str, Any] = {}
-        failures: list[CheckFailure] = []
+        failures: list[dynamic.CheckFailure] = []
         for key, field in TcpInputs.model_fields.items():
             value = news.get(key)
             if is_unknown(value):
@@ -187,7 +179,7 @@ class PangolinTcpProvider(ApiKeyFromConfig, ResourceProvider):
             elif value is None and not field.is_required():
                 inputs[key] = _default(key)
             elif value is None:
-                failures.append(CheckFailure(key, f"{key} is required: expected {_ALLOWED[key]}"))
+                failures.append(dynamic.CheckFailure(key, f"{key} is required: expected {_ALLOWED[key]}"))
             else:
                 try:
                     inputs[key] = _adapter(key).validate_python(value)
@@ -195,29 +187,29 @@ class PangolinTcpProvider(ApiKeyFromConfig, ResourceProvider):
                     reason = "; ".join(error["msg"].removeprefix("Value error, ") for error in exc.errors())
                     shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
                     failures.append(
-                        CheckFailure(key, f"{key}={shown} is not allowed ({reason}): expected {_ALLOWED[key]}")
+                        dynamic.CheckFailure(key, f"{key}={shown} is not allowed ({reason}): expected {_ALLOWED[key]}")
                     )
         if olds:
             inputs["adoptResourceId"] = olds.get("adoptResourceId")
-        return CheckResult(inputs, failures)
+        return dynamic.CheckResult(inputs, failures)
 
-    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> dynamic.DiffResult:
         """Compare only the real properties: never `__provider`, outputs or `adoptResourceId`."""
         changed = [key for key in _DIFF_KEYS if _differs(olds.get(key, _default(key)), news.get(key))]
         # A refresh that found the target deleted out of band leaves targetId null: recreate it.
         target_lost = "resourceId" in olds and olds.get("targetId") is None
         if not changed and not target_lost:
-            return DiffResult(changes=False)
+            return dynamic.DiffResult(changes=False)
         # Enabling a disabled resource claims its port anew (a disabled one claims nothing): a create's job too.
         enabling = "enabled" in changed and news.get("enabled") is not False and olds.get("enabled") is False
-        return DiffResult(
+        return dynamic.DiffResult(
             changes=True,
             replaces=[key for key in changed if key in _REPLACE_KEYS or (key == "enabled" and enabling)],
             # The old and new resource must never hold the same proxyPort at once.
             delete_before_replace=True,
         )
 
-    def create(self, props: dict[str, Any]) -> CreateResult:
+    def create(self, props: dict[str, Any]) -> dynamic.CreateResult:
         """Create the resource, claim its port, then add its target: 2 writes, and for the claim a read of each
         resource someone else made since the ledger last looked (a listing of the org, a page per 100
         resources, when the ledger is new or far behind); 3 writes when `enabled` is false (no claim then).
@@ -237,9 +229,9 @@ class PangolinTcpProvider(ApiKeyFromConfig, ResourceProvider):
             made = _adopt(client, ledger, desired, desired.adoptResourceId) if desired.adoptResourceId else None
             resource, target = made or _create(client, ledger, desired)
         outputs = _outputs(desired, resource.resourceId, target.targetId, resource.niceId)
-        return CreateResult(str(resource.resourceId), outputs)
+        return dynamic.CreateResult(str(resource.resourceId), outputs)
 
-    def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
+    def update(self, id_: str, olds: dict[str, Any], news: dict[str, Any]) -> dynamic.UpdateResult:
         """Change the name, disable, or change the target in place; return the full outputs. (A new port and
         enabling again are replacements: see `diff`.)"""
         desired = _parse(news)
@@ -264,9 +256,9 @@ class PangolinTcpProvider(ApiKeyFromConfig, ResourceProvider):
                 # on its port all along, so every create since saw it and yielded.
                 target = _put_target(client, resource_id, None if target_id is None else int(target_id), desired)
                 target_id = target.targetId
-        return UpdateResult(_outputs(desired, resource_id, int(target_id), nice_id))
+        return dynamic.UpdateResult(_outputs(desired, resource_id, int(target_id), nice_id))
 
-    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+    def read(self, id_: str, props: dict[str, Any]) -> dynamic.ReadResult:
         """The live resource and target, as outputs and as inputs (so refresh shows drift)."""
         api_url = props.get("apiUrl")
         if not isinstance(api_url, str):
@@ -276,7 +268,7 @@ class PangolinTcpProvider(ApiKeyFromConfig, ResourceProvider):
                 resource = client.get_resource(int(id_))
             except PangolinNotFound:
                 # Gone: an empty id makes the engine drop it from state.
-                return ReadResult("", {})
+                return dynamic.ReadResult("", {})
             targets = client.list_targets(resource.resourceId)
         target = next((t for t in targets if t.targetId == props.get("targetId")), None)
         if target is None and targets:
@@ -299,7 +291,7 @@ class PangolinTcpProvider(ApiKeyFromConfig, ResourceProvider):
             "targetId": target.targetId if target else None,
             "niceId": resource.niceId,
         }
-        return ReadResult(str(resource.resourceId), outputs, inputs)
+        return dynamic.ReadResult(str(resource.resourceId), outputs, inputs)
 
     def delete(self, id_: str, props: dict[str, Any]) -> None:
         """Delete the resource (its targets cascade); already gone counts as deleted."""

@@ -21,15 +21,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from pulumi.dynamic import (
-    CheckFailure,
-    CheckResult,
-    CreateResult,
-    DiffResult,
-    ReadResult,
-    ResourceProvider,
-    UpdateResult,
-)
+from pulumi import dynamic
 
 from providers.key_diff import diff_keys, without_provider
 from providers.unknowns import has_unknowns
@@ -88,16 +80,16 @@ def _ints(mapping: dict[str, Any] | None) -> dict[str, int]:
     return {str(k): int(v) for k, v in (mapping or {}).items()}
 
 
-class PortAllocationProvider(ResourceProvider):
+class PortAllocationProvider(dynamic.ResourceProvider):
     """Keeps `ports` (instance -> port) and `released` (freed ports, oldest first) in the inputs."""
 
     # Captures nothing, secret or otherwise: the table is computed from the inputs alone.
     serialize_as_secret_always = False
 
-    def check(self, olds: dict[str, Any], news: dict[str, Any]) -> CheckResult:
+    def check(self, olds: dict[str, Any], news: dict[str, Any]) -> dynamic.CheckResult:
         held = news.pop("held", None) or {}
         if has_unknowns({k: news.get(k) for k in _INPUT_KEYS}) or has_unknowns(held):
-            return CheckResult(news, [])
+            return dynamic.CheckResult(news, [])
         prefix = str(news.get("ownerPrefix", ""))
         kept = _ints(olds.get("ports"))
         previous = AllocationState(
@@ -122,18 +114,20 @@ class PortAllocationProvider(ResourceProvider):
             for problem in exc.problems:
                 note_refusal(problem)  # the same at every run until the range or the instances change
             # No property: the engine then prints the reason alone, not the (long) value of one.
-            return CheckResult(news, [CheckFailure("", problem) for problem in exc.problems])
-        return CheckResult({**news, "ports": dict(sorted(state.ports.items())), "released": list(state.released)}, [])
+            return dynamic.CheckResult(news, [dynamic.CheckFailure("", problem) for problem in exc.problems])
+        return dynamic.CheckResult(
+            {**news, "ports": dict(sorted(state.ports.items())), "released": list(state.released)}, []
+        )
 
-    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> DiffResult:
+    def diff(self, _id: str, olds: dict[str, Any], news: dict[str, Any]) -> dynamic.DiffResult:
         return diff_keys(olds, news, _KEYS)
 
-    def create(self, props: dict[str, Any]) -> CreateResult:
-        return CreateResult(ALLOCATION_ID, props)
+    def create(self, props: dict[str, Any]) -> dynamic.CreateResult:
+        return dynamic.CreateResult(ALLOCATION_ID, props)
 
-    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> UpdateResult:
-        return UpdateResult(news)
+    def update(self, _id: str, _olds: dict[str, Any], news: dict[str, Any]) -> dynamic.UpdateResult:
+        return dynamic.UpdateResult(news)
 
-    def read(self, id_: str, props: dict[str, Any]) -> ReadResult:
+    def read(self, id_: str, props: dict[str, Any]) -> dynamic.ReadResult:
         # The table lives only in state: refresh keeps it as it is.
-        return ReadResult(id_, props, without_provider(props))
+        return dynamic.ReadResult(id_, props, without_provider(props))

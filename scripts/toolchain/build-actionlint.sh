@@ -5,8 +5,7 @@
 # module from the module proxy (the PyPI wrapper downloads a binary from GitHub, which is out of reach here).
 # `actionlint -version` then names the module version that go install recorded.
 set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-. "$here/progress.sh"
+. "$(dirname "$0")/prelude.sh"
 version=$2
 begin_build "$1"
 # `go install module@version` takes no -mod flag; it installs straight into out/bin.

@@ -7,9 +7,7 @@
 # zip does not carry, so `etcd --version` says "Git SHA: Not provided". Its own wrapper, not kube-apiserver's,
 # so MVS never mixes the two's etcd client versions.
 set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-. "$here/versions.env"
-. "$here/progress.sh"
+. "$(dirname "$0")/prelude.sh"
 begin_build "$1"
 
 cd "$work"

@@ -6,9 +6,7 @@
 # istio.io/istio has no replace directives, so the helper's go.mod needs only the require line; tidy then
 # resolves exactly Istio's own dependency versions (MVS over its go.mod).
 set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-. "$here/versions.env"
-. "$here/progress.sh"
+. "$(dirname "$0")/prelude.sh"
 begin_build "$1"
 
 src=("$here/istio-envoyfilter/go.mod" "$here/istio-envoyfilter/main.go")

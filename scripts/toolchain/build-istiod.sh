@@ -8,9 +8,7 @@
 # The module proxy here serves istio.io/istio at this one pseudo-version only (tags, branches such as
 # release-1.32 and other commits are refused), so istiod is the 1.31 development line of the helper, not 1.32.
 set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-. "$here/versions.env"
-. "$here/progress.sh"
+. "$(dirname "$0")/prelude.sh"
 begin_build "$1"
 
 cd "$work"

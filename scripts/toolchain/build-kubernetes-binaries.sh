@@ -9,9 +9,7 @@
 # The version ldflags are those of upstream's hack/lib/version.sh; without them the server reports
 # v0.0.0-master and pulumi-kubernetes refuses it ("minimum supported cluster version is v1.13. found v0.0").
 set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-. "$here/versions.env"
-. "$here/progress.sh"
+. "$(dirname "$0")/prelude.sh"
 begin_build "$1"
 shift
 commands=("$@")

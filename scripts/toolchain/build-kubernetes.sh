@@ -4,9 +4,7 @@
 # module out of the read-only cache, run upstream's generator, and build in the copy so upstream's go.sum
 # pins hold (the Makefile's `go generate` + `go build` with the version ldflag).
 set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-. "$here/versions.env"
-. "$here/progress.sh"
+. "$(dirname "$0")/prelude.sh"
 begin_build "$1"
 
 cd "$work" && go mod init example.invalid/scratch >/dev/null 2>&1

@@ -4,9 +4,7 @@
 # and the Automation API's version check read). `go install pkg@version` refuses pkg/v3's replace
 # directives, so a throwaway wrapper module requires it instead.
 set -euo pipefail
-here=$(cd "$(dirname "$0")" && pwd)
-. "$here/versions.env"
-. "$here/progress.sh"
+. "$(dirname "$0")/prelude.sh"
 begin_build "$1"
 
 cd "$work"

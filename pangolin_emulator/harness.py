@@ -54,7 +54,7 @@ class _Launch:
     host: str = "127.0.0.1"
     seed_org: str | None = None
     internal_port: int = 0
-    """The internal API's port (Traefik's HTTP provider); 0 picks one at the first start, kept for restarts."""
+    """The internal API's port (Traefik's HTTP provider); 0: the emulator binds a free one and reports it."""
     process: ManagedProcess | None = None
 
     def argv(self, api_key: str, root_api_key: str | None = None) -> list[str]:
@@ -221,23 +221,29 @@ def _env() -> dict[str, str]:
     return env
 
 
+def _run(launch: _Launch, spec: ProcessSpec, timeout: float, *, detach: bool = False) -> tuple[int, dict[str, Any]]:
+    """Start the process and, once it serves, return its pid and ready line; the ports it bound (where `launch` said
+    0) go into `launch`, so that `EmulatorHandle.restart` serves at the same address."""
+    offset = spec.log.stat().st_size if spec.log.exists() else 0  # a restart appends to the log of the run before
+    launch.process = ManagedProcess(spec)
+    pid = launch.process.start(ready=_serving(spec.log, offset), timeout=timeout, detach=detach)
+    ready = _ready_line(spec.log, offset)
+    if ready is None:  # _serving held, so it is there
+        raise spec.error(f"{spec.name}: no ready line in {spec.log}")
+    launch.port = int(urlsplit(str(ready["url"])).port or 0)
+    launch.internal_port = int(urlsplit(str(ready["internal"])).port or 0)
+    return pid, ready
+
+
 def _start(launch: _Launch, api_key: str, root_api_key: str) -> dict[str, Any]:
-    """Start the process, return its ready line, and pin the port for later restarts."""
-    log = launch.state_dir / STDERR_NAME
-    offset = log.stat().st_size if log.exists() else 0  # a restart appends to the log of the run before
+    """Start the process for a test and return its ready line."""
     argv = tuple(launch.argv(api_key, root_api_key))
+    log = launch.state_dir / STDERR_NAME
     # No death signal: as before, a test's emulator is stopped by its context manager.
     spec = ProcessSpec(
         name="pangolin emulator", argv=argv, log=log, env=_env(), stop_grace=_STOP_TIMEOUT, death_signal=None
     )
-    launch.process = ManagedProcess(spec)
-    launch.process.start(ready=_serving(log, offset), timeout=_START_TIMEOUT)
-    ready = _ready_line(log, offset)
-    if ready is None:  # _serving held, so it is there
-        raise ProcessError(f"pangolin emulator: no ready line in {log}")
-    launch.port = int(urlsplit(str(ready["url"])).port or 0)
-    launch.internal_port = int(urlsplit(str(ready["internal"])).port or 0)
-    return ready
+    return _run(launch, spec, _START_TIMEOUT)[1]
 
 
 def _keys(state_dir: Path) -> tuple[str, str]:
@@ -315,24 +321,16 @@ class DetachedEmulator:
         )
         self._pid = PidFile(directory / "emulator.pid", marker=str(directory / DB_NAME))
         self._internal_port_file = directory / "internal-port"
-        self._process: ManagedProcess | None = None
 
     @property
     def traefik_config_url(self) -> str:
-        """Traefik's HTTP-provider endpoint on the internal API port, which the first `start` picked."""
+        """Traefik's HTTP-provider endpoint on the internal API port the emulator bound at its last `start` (the
+        demo starts Traefik after the emulator, so a Traefik polls the port of the emulator that runs)."""
         try:
             port = int(self._internal_port_file.read_text())
         except (OSError, ValueError):
             raise EmulatorError(f"{self._internal_port_file} is missing: start the emulator first") from None
         return f"http://{self._launch.host}:{port}{TRAEFIK_CONFIG_PATH}"
-
-    def _pin_internal_port(self) -> None:
-        """A free port for the internal API, picked once per directory so a kept Traefik keeps polling it."""
-        if not self._internal_port_file.exists():
-            with socket.socket() as sock:
-                sock.bind((self._launch.host, 0))
-                self._internal_port_file.write_text(f"{sock.getsockname()[1]}\n")
-        self._launch.internal_port = int(self._internal_port_file.read_text())
 
     def healthy(self) -> bool:
         return http_ready(f"{self.url}/")()
@@ -351,7 +349,9 @@ class DetachedEmulator:
                     "or change pangolin.url in the stack's config"
                 )
         self.directory.mkdir(parents=True, exist_ok=True)
-        self._pin_internal_port()
+        # The emulator binds a free port itself and names it in its ready line: a port picked here and bound there
+        # could be taken by another process in between.
+        launch.internal_port = 0
         spec = ProcessSpec(
             name="the Pangolin emulator",
             argv=tuple(launch.argv(self._api_key)),
@@ -360,12 +360,13 @@ class DetachedEmulator:
             pid_file=self._pid,
             error=EmulatorError,
         )
-        self._process = ManagedProcess(spec)
-        return self._process.start(ready=http_ready(f"{self.url}/"), timeout=timeout, detach=True)
+        pid, _ = _run(launch, spec, timeout, detach=True)
+        self._internal_port_file.write_text(f"{launch.internal_port}\n")
+        return pid
 
     def stop(self, timeout: float = 10.0) -> bool:
         """Stops the emulator this directory started, if it runs; True if it was running."""
-        process, self._process = self._process, None
+        process, self._launch.process = self._launch.process, None
         if process is None:
             return self._pid.terminate(timeout)
         return process.stop(timeout)

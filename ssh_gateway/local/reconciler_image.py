@@ -10,7 +10,6 @@ the same path: a kubeconfig the container's user can read, and a `file://` backe
 from __future__ import annotations
 
 import base64
-import json
 import shutil
 import subprocess
 import time
@@ -23,15 +22,13 @@ import yaml
 
 from ssh_gateway.plumbing.toolchain import REPO
 
+from . import oci_image
 from .control_plane import ControlPlane
+from .oci_image import ImageError
 
 __all__ = ["ImageError", "ImageRun", "build_image", "run_image", "shared_dir"]
 
 BUILD_SCRIPT = REPO / "scripts" / "build-reconciler-image"
-
-
-class ImageError(RuntimeError):
-    """The image could not be built or unpacked (the message carries the tool's last lines)."""
 
 
 @dataclass(frozen=True)
@@ -45,16 +42,9 @@ class ImageRun:
     """stdout and stderr, in that order."""
 
 
-def _run(argv: Sequence[str], what: str) -> str:
-    done = subprocess.run(argv, capture_output=True, text=True, check=False)  # noqa: S603 - our own tools
-    if done.returncode != 0:
-        raise ImageError(f"{what} failed ({done.returncode}): {done.stderr[-3000:]}")
-    return done.stdout
-
-
 def build_image() -> str:
     """The image of the work tree's tracked files, `LAYOUT:TAG` (an OCI layout in the cache)."""
-    return _run([str(BUILD_SCRIPT)], "scripts/build-reconciler-image").strip().splitlines()[-1]
+    return oci_image.build_image(BUILD_SCRIPT)
 
 
 def shared_dir(plane: ControlPlane, share: Path) -> tuple[Path, Path]:
@@ -74,9 +64,10 @@ def shared_dir(plane: ControlPlane, share: Path) -> tuple[Path, Path]:
     return share / "kubeconfig", backend
 
 
-def _spec(bundle: Path, args: Sequence[str], env: Mapping[str, str], share: Path, stack_file: Path) -> None:
+def _spec(
+    spec: dict[str, Any], args: Sequence[str], env: Mapping[str, str], share: Path, stack_file: Path
+) -> dict[str, Any]:
     """The image's own runtime config, with the run's arguments, environment and mounts."""
-    spec: dict[str, Any] = json.loads((bundle / "config.json").read_text())
     process = spec["process"]
     process["args"] = [*process["args"][:3], *args]  # the entry point (python -m ssh_gateway.ops), then ours
     process["env"] += [f"{key}={value}" for key, value in env.items()]
@@ -93,7 +84,7 @@ def _spec(bundle: Path, args: Sequence[str], env: Mapping[str, str], share: Path
             "options": ["rbind", "ro"],
         },
     ]
-    (bundle / "config.json").write_text(json.dumps(spec))
+    return spec
 
 
 def run_image(
@@ -102,9 +93,9 @@ def run_image(
     """Runs `image` once with `args` after its entry point, `env` added, `share` and the stack file mounted.
     The stack file and everything under `share` must be readable (and the backend writable) by uid 65532."""
     bundle = work / "bundle"
-    _run(["umoci", "unpack", "--image", image, str(bundle)], "umoci unpack")
+    spec = oci_image.unpack(image, bundle)
     try:
-        _spec(bundle, args, env, share, stack_file)
+        oci_image.write_spec(bundle, _spec(spec, args, env, share, stack_file))
         started = time.monotonic()
         done = subprocess.run(  # noqa: S603
             ["runc", "run", "--bundle", str(bundle), f"reconciler-{work.name}"],  # noqa: S607

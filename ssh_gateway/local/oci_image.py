@@ -29,9 +29,10 @@ def run_tool(argv: Sequence[str], what: str) -> str:
     return done.stdout
 
 
-def build_image(script: Path) -> str:
-    """The image `script` builds (cached by content), as `LAYOUT:TAG`: an OCI layout in the cache."""
-    return run_tool([str(script)], f"scripts/{script.name}").strip().splitlines()[-1]
+def build_image(script: Path, *options: str) -> str:
+    """The image `script` builds (cached by content), as `LAYOUT:TAG`: an OCI layout in the cache. `options`: the
+    script's, e.g. `--archive FILE`."""
+    return run_tool([str(script), *options], f"scripts/{script.name}").strip().splitlines()[-1]
 
 
 def unpack(image: str, bundle: Path) -> dict[str, Any]:

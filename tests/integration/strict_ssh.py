@@ -3,8 +3,9 @@
 It runs with `StrictHostKeyChecking=yes`, `BatchMode=yes` and a known_hosts file holding only those lines,
 so any prompt or unknown key is a failure. It dials an instance's public name on a non-22 port through a
 ProxyCommand relay (standing in for DNS + the gateway, or the CONNECT tunnel), which makes it look the host
-up under `[<name>]:<port>` as in production; or 127.0.0.1 with a HostKeyAlias, as the CONNECT-mode ssh
-config does.
+up under `[<name>]:<port>` as in production (the bare name on port 22); or 127.0.0.1 with a HostKeyAlias, as the
+CONNECT-mode ssh config does. With `netns`, the relay runs in that network namespace (a container's), so its
+127.0.0.1 is the container's.
 """
 
 from __future__ import annotations
@@ -35,18 +36,27 @@ while chunk := upstream.recv(65536):
 
 
 def strict_ssh(
-    directory: Path, client: ClientKey, known_hosts: list[str], *, host: str, port: int, alias: bool = False
+    directory: Path,
+    client: ClientKey,
+    known_hosts: list[str],
+    *,
+    host: str,
+    port: int,
+    alias: bool = False,
+    netns: Path | None = None,
 ) -> subprocess.CompletedProcess[str]:
-    """`ssh -v host` on `port` (relayed to 127.0.0.1), or with `alias` `ssh -o HostKeyAlias=host 127.0.0.1`."""
+    """`ssh -v host` on `port` (relayed to 127.0.0.1, in `netns` if given), or with `alias`
+    `ssh -o HostKeyAlias=host 127.0.0.1`."""
     directory.mkdir(parents=True, exist_ok=True)
     known = directory / "known_hosts"
     known.write_text("".join(f"{line}\n" for line in known_hosts))
     relay = directory / "relay.py"
     relay.write_text(_RELAY)
+    enter = f"nsenter --net={netns} " if netns else ""
     route = (
         ["-o", f"HostKeyAlias={host}", "127.0.0.1"]
         if alias
-        else ["-o", f"ProxyCommand={sys.executable} {relay} 127.0.0.1 {port}", host]
+        else ["-o", f"ProxyCommand={enter}{sys.executable} {relay} 127.0.0.1 {port}", host]
     )
     options = {
         "IdentitiesOnly": "yes",

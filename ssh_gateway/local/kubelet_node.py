@@ -17,13 +17,14 @@ scores no lower than its own (`restrict_oom_score_adj`).
 
 from __future__ import annotations
 
+import fcntl
 import shlex
 import signal
 import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import yaml
 
@@ -55,6 +56,8 @@ class KubeletNode:
     root: Path
     plane: ControlPlane
     network: NodeNetwork
+    lock: IO[bytes]
+    """Held while the node runs: one node per machine (the bridge, the address and the root are fixed)."""
     processes: list[ManagedProcess] = field(default_factory=list)
 
     @property
@@ -85,6 +88,7 @@ class KubeletNode:
             with self.plane.client() as api:
                 api.delete(f"/api/v1/nodes/{self.name}")
             self.network.down()
+            self.lock.close()
 
     def _delete_pods(self) -> None:
         deadline = time.monotonic() + _STOP_SECONDS
@@ -102,8 +106,9 @@ def start_kubelet_node(
     """Starts containerd, the kubelet and kube-proxy for `plane` and returns once the node is Ready and kube-proxy
     healthy. On any failure what was started is stopped again."""
     root.mkdir(parents=True, exist_ok=True)
-    node = KubeletNode(name=name, root=root, plane=plane, network=NodeNetwork())
     started = time.monotonic()
+    lock = _take_the_machine(root, timeout)
+    node = KubeletNode(name=name, root=root, plane=plane, network=NodeNetwork(), lock=lock)
     try:
         node.network.up()
         kubelet_port, kubelet_health, proxy_health, proxy_metrics = free_ports(4)
@@ -126,6 +131,21 @@ def start_kubelet_node(
         node.stop()
         raise
     return node
+
+
+def _take_the_machine(root: Path, timeout: float) -> IO[bytes]:
+    """An exclusive lock on the node's root, waited for while another process (another test session) runs a node."""
+    lock = (root / "lock").open("wb")
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            return lock
+        except BlockingIOError:
+            if time.monotonic() > deadline:
+                lock.close()
+                raise KubeletNodeError(f"another process runs the real node ({root}) for more than {timeout:g}s") from None
+            time.sleep(1.0)
 
 
 def _start(node: KubeletNode, spec: ProcessSpec, ready: Any, deadline: float, *needs: ManagedProcess) -> ManagedProcess:

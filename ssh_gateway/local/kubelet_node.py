@@ -144,7 +144,8 @@ def _take_the_machine(root: Path, timeout: float) -> IO[bytes]:
         except BlockingIOError:
             if time.monotonic() > deadline:
                 lock.close()
-                raise KubeletNodeError(f"another process runs the real node ({root}) for more than {timeout:g}s") from None
+                message = f"another process has run the real node ({root}) for more than {timeout:g}s"
+                raise KubeletNodeError(message) from None
             time.sleep(1.0)
 
 

@@ -32,6 +32,7 @@ from ssh_gateway.local.cluster_nodes import wait_nodes_ready
 from ssh_gateway.local.control_plane import ControlPlane
 from ssh_gateway.local.node_images import K8S_NAMESPACE, PAUSE_IMAGE, import_image, pause_archive
 from ssh_gateway.local.node_network import NODE_ADDRESS, NODE_PORT_ADDRESS, POD_NETWORK, NodeNetwork, cni_config
+from ssh_gateway.local.node_relay import point_kubernetes_service, start_relay, unpoint_kubernetes_service
 from ssh_gateway.plumbing.loopback import free_ports
 from ssh_gateway.plumbing.process import ManagedProcess, ProcessError, ProcessSpec, http_ready, path_ready
 from ssh_gateway.plumbing.toolchain import toolchain_binary
@@ -59,6 +60,8 @@ class KubeletNode:
     lock: IO[bytes]
     """Held while the node runs: one node per machine (the bridge, the address and the root are fixed)."""
     processes: list[ManagedProcess] = field(default_factory=list)
+    relays: list[ManagedProcess] = field(default_factory=list)
+    """`expose`'s, one per port."""
 
     @property
     def socket(self) -> Path:
@@ -71,6 +74,12 @@ class KubeletNode:
 
     def load_image(self, archive: Path) -> None:
         import_image(self.socket, archive)
+
+    def expose(self, port: int) -> str:
+        """What the host serves on 127.0.0.1:`port` (the Pangolin emulator, Azurite), reachable from the pods at
+        the returned `host:port`, the node's address (node_relay.py). Stopped with the node."""
+        self.relays.append(start_relay(self.root, port, KubeletNodeError))
+        return f"{NODE_ADDRESS.ip}:{port}"
 
     def stop(self) -> None:
         """The pods first (the kubelet unmounts their volumes and takes down their network), then the rest."""
@@ -85,8 +94,11 @@ class KubeletNode:
                 self.processes[0].stop()
             _remove_kube_rules()
             _unmount_under(self.root)
+            for relay in self.relays:
+                relay.stop()
             with self.plane.client() as api:
                 api.delete(f"/api/v1/nodes/{self.name}")
+                unpoint_kubernetes_service(api)
             self.network.down()
             self.lock.close()
 
@@ -111,6 +123,9 @@ def start_kubelet_node(
     node = KubeletNode(name=name, root=root, plane=plane, network=NodeNetwork(), lock=lock)
     try:
         node.network.up()
+        node.expose(plane.api_port)  # the pods' in-cluster config dials the `kubernetes` Service: the API server
+        with plane.client() as api:
+            point_kubernetes_service(api, plane.api_port)
         kubelet_port, kubelet_health, proxy_health, proxy_metrics = free_ports(4)
         node.socket.unlink(missing_ok=True)  # a killed run's: it would look ready before containerd listens
         containerd = _start(node, _containerd_spec(root), path_ready(node.socket), started + timeout)

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from ipaddress import IPv4Interface, IPv4Network
 from pathlib import Path
 
+from ssh_gateway.local.control_plane import SERVICE_CLUSTER_IP_RANGE
+
 __all__ = ["BRIDGE", "NODE_ADDRESS", "NODE_PORT_ADDRESS", "POD_NETWORK", "NodeNetwork", "cni_config"]
 
 BRIDGE = "sshgw0"
@@ -31,13 +33,20 @@ def _ip(*args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
 
 
 def cni_config(ipam_dir: Path) -> str:
-    """The CNI network list containerd gives each pod: a veth on `BRIDGE`, an address from `POD_NETWORK`."""
+    """The CNI network list containerd gives each pod: a veth on `BRIDGE`, an address from `POD_NETWORK`, and a
+    route to the Services through the node (kube-proxy's rules there turn a ClusterIP into an endpoint). No default
+    route: a pod reaches the node, the other pods and the Services, nothing beyond this machine."""
     bridge = {
         "type": "bridge",
         "bridge": BRIDGE,
         "isGateway": True,
         "hairpinMode": True,
-        "ipam": {"type": "host-local", "ranges": [[{"subnet": str(POD_NETWORK)}]], "dataDir": str(ipam_dir)},
+        "ipam": {
+            "type": "host-local",
+            "ranges": [[{"subnet": str(POD_NETWORK)}]],
+            "routes": [{"dst": SERVICE_CLUSTER_IP_RANGE}],
+            "dataDir": str(ipam_dir),
+        },
     }
     return json.dumps({"cniVersion": "0.4.0", "name": "ssh-gateway-node", "plugins": [bridge]}, indent=2)
 

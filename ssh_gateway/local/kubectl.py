@@ -16,7 +16,7 @@ import yaml
 
 from ssh_gateway.plumbing.toolchain import REPO, toolchain_binary
 
-__all__ = ["OVERLAYS", "KubectlError", "apply", "render"]
+__all__ = ["OVERLAYS", "KubectlError", "apply", "render", "run"]
 
 OVERLAYS = REPO / "deploy" / "reconciler" / "overlays"
 TIMEOUT = 60.0
@@ -52,3 +52,9 @@ def apply(docs: Sequence[dict[str, Any]], kubeconfig: Path, *, dry_run: bool) ->
     if dry_run:
         args.append("--dry-run=server")
     return _kubectl(args, stdin=yaml.safe_dump_all(docs)).stderr
+
+
+def run(args: Sequence[str], kubeconfig: Path) -> str:
+    """`kubectl ARGS` against the cluster of `kubeconfig`, as a person types it; returns stdout."""
+    cache = ["--cache-dir", str(kubeconfig.parent / "kubectl-cache")]
+    return _kubectl([*args, "--kubeconfig", str(kubeconfig), *cache]).stdout

@@ -75,6 +75,12 @@ class KubeletNode:
     def load_image(self, archive: Path) -> None:
         import_image(self.socket, archive)
 
+    def logs(self, namespace: str, pod: str) -> str:
+        """A pod's container logs as the kubelet wrote them (CRI format, one line each). Read from its files: the
+        API server does not reach this kubelet (127.0.0.1, no client certificate), so `kubectl logs` fails here."""
+        files = sorted(Path("/var/log/pods").glob(f"{namespace}_{pod}_*/*/*.log"))
+        return "".join(f.read_text(errors="replace") for f in files)
+
     def expose(self, port: int) -> str:
         """What the host serves on 127.0.0.1:`port` (the Pangolin emulator, Azurite), reachable from the pods at
         the returned `host:port`, the node's address (node_relay.py). Stopped with the node."""

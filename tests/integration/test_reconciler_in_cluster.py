@@ -1,0 +1,189 @@
+"""The reconciler in the cluster, as docs/reconciler.md installs it: its image loaded into the real node's
+containerd, the backend's Secret made with kubectl (Azurite as the `azblob://` backend), an overlay copied from
+overlays/from-pods and applied with `kubectl apply -k`, two replicas. A labelled pod gets its endpoint in the
+status ConfigMap; the replica holding the stack's Lease, deleted mid-`up`, is taken over by the other, and
+nothing is orphaned.
+
+The pods reach the API server (the `kubernetes` Service), the Pangolin emulator and Azurite through the node's
+relays (ssh_gateway/local/node_relay.py). Needs root (the real node)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pytest
+from pulumi import automation as auto
+
+from pangolin_emulator.harness import EmulatorHandle
+from ssh_gateway.core.names import LAST_UP_ANNOTATION
+from ssh_gateway.local.azurite import Azurite
+from ssh_gateway.local.control_plane import ControlPlane
+from ssh_gateway.local.kubectl import run as kubectl
+from ssh_gateway.local.kubelet_node import TAINT, KubeletNode
+from ssh_gateway.local.reconciler_image import LOCAL_NAME, image_archive
+from ssh_gateway.local.reconciler_overlay import OverlayChoice, write_overlay
+from ssh_gateway.ops.shared.automation import open_stack, remove_stack, stack_file
+from ssh_gateway.plumbing.toolchain import pulumi_env
+
+pytestmark = pytest.mark.integration
+
+EXPOSE = {"ssh-gateway.io/expose": "true"}
+NAME_LABEL = "ssh-gateway.io/instance"
+STATUS_NS = "ssh-gateway"
+DEPLOYMENT = f"/apis/apps/v1/namespaces/{STATUS_NS}/deployments/ssh-gateway-reconciler"
+
+
+def wait_for(what: str, check: Callable[[], Any], timeout: float) -> Any:
+    deadline = time.monotonic() + timeout
+    while not (found := check()):
+        assert time.monotonic() < deadline, f"{what}: not within {timeout:.0f}s"
+        time.sleep(0.2)
+    return found
+
+
+def get(kube: ControlPlane, path: str) -> dict[str, Any]:
+    with kube.client() as api:
+        response = api.get(path)
+    if response.status_code == 404:
+        return {}
+    response.raise_for_status()
+    found: dict[str, Any] = response.json()
+    return found
+
+
+def the_stack(node: KubeletNode, emulator: EmulatorHandle, azurite: Azurite, kube: ControlPlane, ns: str) -> auto.Stack:
+    """docs/reconciler.md step 1: a discovery stack with no kubeconfig (the pod's service account is the cluster),
+    its status in `ssh-gateway`; Pangolin reached through the node's relay."""
+    pangolin = f"http://{node.expose(urlsplit(emulator.url).port or 80)}/v1"
+    config = {
+        "ssh-gateway:pangolin": {"url": pangolin, "orgId": emulator.org_id, "siteId": emulator.site_id},
+        "ssh-gateway:ports": {"range": "40000-40019"},
+        "ssh-gateway:gateway": {"hostTemplate": "ssh-{instance}.example.test"},
+        "ssh-gateway:firewall": {"enabled": False},
+        "ssh-gateway:kubernetes": {"namespace": ns, "nodeIp": node.node_port_address},
+        "ssh-gateway:discovery": {
+            "from": "pods",
+            "namespaces": [ns],
+            "selector": EXPOSE,
+            "nameLabel": NAME_LABEL,
+            "statusNamespace": STATUS_NS,
+            "gracePeriod": 3600,
+        },
+    }
+    env = {**azurite.env(), "KUBECONFIG": str(kube.kubeconfig)}  # the host's destroy at the end
+    name = f"incluster-{uuid.uuid4().hex[:6]}"
+    return open_stack(name, config, secrets={"pangolin:apiKey": emulator.api_key}, env=env)
+
+
+def install(node: KubeletNode, kube: ControlPlane, azurite: Azurite, stack: auto.Stack, ns: str, work: Path) -> Path:
+    """Steps 2 to 5: the image into the node, the overlay, the namespace and the backend's Secret, the apply."""
+    archive, tag = image_archive(work)
+    node.load_image(archive)
+    choice = OverlayChoice(
+        image=LOCAL_NAME,
+        tag=tag,
+        stack_files=(stack_file(stack.name),),
+        namespace=ns,
+        node_name=node.name,
+        toleration=TAINT,
+    )
+    overlay = write_overlay(work / "overlay", choice)
+    backend = azurite.backend_url.replace("domain=127.0.0.1:", f"domain={node.expose(azurite.port).split(':')[0]}:")
+    secret = {
+        "PULUMI_BACKEND_URL": backend,
+        "AZURE_STORAGE_ACCOUNT": azurite.env()["AZURE_STORAGE_ACCOUNT"],
+        "AZURE_STORAGE_KEY": azurite.env()["AZURE_STORAGE_KEY"],
+        "PULUMI_CONFIG_PASSPHRASE": pulumi_env()["PULUMI_CONFIG_PASSPHRASE"],
+    }
+    kubectl(["create", "namespace", STATUS_NS], kube.kubeconfig)
+    literals = [f"--from-literal={key}={value}" for key, value in secret.items()]
+    kubectl(
+        ["-n", STATUS_NS, "create", "secret", "generic", "ssh-gateway-reconciler-backend", *literals], kube.kubeconfig
+    )
+    kubectl(["apply", "-k", str(overlay), "--server-side", "--dry-run=server"], kube.kubeconfig)
+    kubectl(["apply", "-k", str(overlay), "--server-side"], kube.kubeconfig)
+    return overlay
+
+
+@pytest.fixture
+def installed(
+    kubelet_node: KubeletNode, kube: ControlPlane, azurite: Azurite, emulator: EmulatorHandle, tmp_path: Path
+) -> Iterator[tuple[auto.Stack, str]]:
+    assert os.geteuid() == 0, "the real node and the image need root"
+    ns = f"it-{uuid.uuid4().hex[:8]}"
+    kube.create_namespace(ns)
+    stack = the_stack(kubelet_node, emulator, azurite, kube, ns)
+    try:
+        stack_file(stack.name).chmod(0o644)
+        overlay = install(kubelet_node, kube, azurite, stack, ns, tmp_path)
+        try:
+            yield stack, ns
+        finally:
+            kubectl(["delete", "-k", str(overlay), "--wait=false"], kube.kubeconfig)
+            with kube.client() as api:
+                api.delete(f"/api/v1/namespaces/{STATUS_NS}/pods?gracePeriodSeconds=0")
+    finally:
+        try:
+            stack.destroy()
+        finally:
+            remove_stack(stack)
+
+
+def pod(name: str) -> dict[str, Any]:
+    meta = {"name": f"{name}-0", "labels": {**EXPOSE, NAME_LABEL: name}}
+    return {"metadata": meta, "spec": {"containers": [{"name": "sshd", "image": "example.test/sshd:1"}]}}
+
+
+def endpoint(kube: ControlPlane, stack: auto.Stack, instance: str) -> Any:
+    data = get(kube, f"/api/v1/namespaces/{STATUS_NS}/configmaps/ssh-gateway-status-{stack.name}").get("data") or {}
+    entry = data.get(f"instance.{instance}.json")
+    return entry and json.loads(entry).get("endpoint")
+
+
+def lease(kube: ControlPlane, stack: auto.Stack) -> dict[str, Any]:
+    return get(kube, f"/apis/coordination.k8s.io/v1/namespaces/{STATUS_NS}/leases/ssh-gateway-reconcile-{stack.name}")
+
+
+def test_two_replicas_in_the_cluster_converge_and_take_over_a_deleted_holders_stack(
+    installed: tuple[auto.Stack, str], kube: ControlPlane, kubelet_node: KubeletNode, emulator: EmulatorHandle
+) -> None:
+    stack, ns = installed
+    started = time.monotonic()
+    wait_for("two Ready replicas", lambda: get(kube, DEPLOYMENT)["status"].get("readyReplicas") == 2, 300)
+    print(f"\ntwo replicas Ready {time.monotonic() - started:.1f} s after kubectl apply -k")
+    replicas = [p["metadata"]["name"] for p in get(kube, f"/api/v1/namespaces/{STATUS_NS}/pods")["items"]]
+    log = kubelet_node.logs(STATUS_NS, replicas[0])
+    assert '"event": "start"' in log, log[-3000:]  # in-cluster config: the API server answered the pod
+
+    with kube.client() as api:
+        api.post(f"/api/v1/namespaces/{ns}/pods", json=pod("alice")).raise_for_status()
+    created = time.monotonic()
+    wait_for("alice's endpoint", lambda: endpoint(kube, stack, "alice"), 300)
+    print(f"pod created -> endpoint in the status ConfigMap: {time.monotonic() - created:.1f} s")
+
+    with kube.client() as api:
+        api.post(f"/api/v1/namespaces/{ns}/pods", json=pod("bob")).raise_for_status()
+    holder = wait_for("an up holding the Lease", lambda: lease(kube, stack).get("spec", {}).get("holderIdentity"), 60)
+    with kube.client() as api:
+        api.delete(f"/api/v1/namespaces/{STATUS_NS}/pods/{holder}?gracePeriodSeconds=0").raise_for_status()
+    deleted, deleted_at = time.monotonic(), time.time()
+
+    def taken_over() -> bool:
+        last = json.loads(lease(kube, stack).get("metadata", {}).get("annotations", {}).get(LAST_UP_ANNOTATION, "{}"))
+        return bool(last) and last["holder"] != holder and last["started"] > deleted_at and last["code"] == 0
+
+    wait_for("the other replica's up", taken_over, 240)
+    print(f"holder {holder} deleted -> the other replica's up completed: {time.monotonic() - deleted:.1f} s")
+    assert endpoint(kube, stack, "bob") and endpoint(kube, stack, "alice")
+    resources = emulator.state()["resources"]
+    assert sorted(r["name"] for r in resources) == [f"ssh-gateway/{stack.name}/alice", f"ssh-gateway/{stack.name}/bob"]
+    ports = [r["proxyPort"] for r in resources]
+    assert len(ports) == len(set(ports)), ports
+    assert len(emulator.state()["targets"]) == 2

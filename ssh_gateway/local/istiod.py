@@ -213,7 +213,6 @@ class XdsGateway(EnvoyProcess):
     ip: str = "127.0.0.2"
     """The pod's IP as istiod sees it, not where Envoy listens (istiod's listeners bind 0.0.0.0); not 127.0.0.1,
     the WorkloadEntries' address (see the module docstring)."""
-    admin_port: int = field(default_factory=free_port)
 
     BOOTSTRAP: ClassVar[str] = "bootstrap.json"
 
@@ -242,7 +241,7 @@ class XdsGateway(EnvoyProcess):
                     "WORKLOAD_NAME": "istio-ingressgateway",
                 },
             },
-            "admin": {"address": {"socket_address": {"address": "127.0.0.1", "port_value": self.admin_port}}},
+            "admin": {"address": {"socket_address": {"address": "127.0.0.1", "port_value": 0}}},
             "dynamic_resources": {
                 "ads_config": {
                     "api_type": "GRPC",

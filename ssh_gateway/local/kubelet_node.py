@@ -81,6 +81,13 @@ class KubeletNode:
         files = sorted(Path("/var/log/pods").glob(f"{namespace}_{pod}_*/*/*.log"))
         return "".join(f.read_text(errors="replace") for f in files)
 
+    def kill_pod(self, namespace: str, pod: str) -> None:
+        """Every container of the pod (its sandbox too) killed with SIGKILL, as a lost node or an OOM kill leaves
+        it: no SIGTERM, no grace period."""
+        labels = f'labels."io.kubernetes.pod.namespace"=={namespace},labels."io.kubernetes.pod.name"=={pod}'
+        for container in _ctr(self.socket, "containers", "ls", "--quiet", labels).stdout.split():
+            _ctr(self.socket, "tasks", "kill", "--signal", "SIGKILL", container)
+
     def expose(self, port: int) -> str:
         """What the host serves on 127.0.0.1:`port` (the Pangolin emulator, Azurite), reachable from the pods at
         the returned `host:port`, the node's address (node_relay.py). Stopped with the node."""

@@ -26,12 +26,9 @@ from . import oci_image
 from .control_plane import ControlPlane
 from .oci_image import ImageError
 
-__all__ = ["LOCAL_NAME", "ImageError", "ImageRun", "build_image", "image_archive", "run_image", "shared_dir"]
+__all__ = ["ImageError", "ImageRun", "build_image", "image_archive", "run_image", "shared_dir"]
 
 BUILD_SCRIPT = REPO / "scripts" / "build-reconciler-image"
-LOCAL_NAME = "ssh-gateway.local/ssh-gateway-reconciler"
-"""The image's name in a node's containerd: fully qualified (a bare name is imported as it is, and the kubelet
-then looks for `docker.io/library/<name>`), in a registry that does not exist, so a missing import fails at once."""
 
 
 @dataclass(frozen=True)
@@ -51,15 +48,12 @@ def build_image() -> str:
 
 
 def image_archive(work: Path) -> tuple[Path, str]:
-    """docs/reconciler.md's steps to load the image into a node without a registry:
-    `scripts/build-reconciler-image --oci`, then skopeo's `oci-archive` under `LOCAL_NAME`. Returns the archive
-    (for `ctr images import`) and the tag."""
-    layout, archive = work / "reconciler-oci", work / "reconciler.tar"
-    tag = oci_image.build_image(BUILD_SCRIPT, "--oci", str(layout)).rsplit(":", 1)[1]
-    oci_image.run_tool(
-        ["skopeo", "copy", "--quiet", f"oci:{layout}:{tag}", f"oci-archive:{archive}:{LOCAL_NAME}:{tag}"], "skopeo"
-    )
-    return archive, tag
+    """docs/reconciler.md's way to load the image into a node without a registry:
+    `scripts/build-reconciler-image --archive FILE`, a docker archive that `ctr images import` names
+    `docker.io/library/ssh-gateway-reconciler:TAG`, what the base's `image:` asks for with the overlay's `newTag`.
+    Returns the archive and the tag."""
+    archive = work / "reconciler.tar"
+    return archive, oci_image.build_image(BUILD_SCRIPT, "--archive", str(archive)).rsplit(":", 1)[1]
 
 
 def shared_dir(plane: ControlPlane, share: Path) -> tuple[Path, Path]:

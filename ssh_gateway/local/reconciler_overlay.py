@@ -1,6 +1,6 @@
 """A platform team's overlay of deploy/reconciler/, made the way docs/reconciler.md tells it, for the tests' cluster.
 
-`write_overlay` copies `overlays/from-pods`, sets the image and the stacks, renames the selected namespace, and
+`write_overlay` copies `overlays/from-pods`, sets the image's tag and the stacks, renames the selected namespace, and
 adds what this cluster needs beyond the documented edits, each as a patch of the overlay's own (none changes the
 base): the toleration and nodeSelector of the real node (ssh_gateway/local/kubelet_node.py), and the stack files
 from a ConfigMap mounted over the image's, since the tests' stacks are made by the test, after the image was built
@@ -34,9 +34,8 @@ STACK_FILES = "ssh-gateway-stack-files"
 class OverlayChoice:
     """What a platform team decides in its overlay."""
 
-    image: str
-    """`<registry>/ssh-gateway-reconciler`."""
     tag: str
+    """The image's tag, as imported into the node (no registry: no `newName`)."""
     stack_files: tuple[Path, ...]
     """The stacks' `Pulumi.<stack>.yaml`, one `--stack` each."""
     namespace: str
@@ -68,7 +67,7 @@ def write_overlay(dest: Path, choice: OverlayChoice) -> Path:
     (dest / "this-cluster.yaml").write_text(yaml.safe_dump(_deployment_patch(choice)))
     kustomization: dict[str, Any] = yaml.safe_load((dest / "kustomization.yaml").read_text())
     kustomization["resources"] = [_relative(DEPLOY / "base", dest), choice.namespace]
-    kustomization["images"] = [{"name": "ssh-gateway-reconciler", "newName": choice.image, "newTag": choice.tag}]
+    kustomization["images"] = [{"name": "ssh-gateway-reconciler", "newTag": choice.tag}]
     kustomization["patches"].append({"path": "this-cluster.yaml"})
     kustomization["configMapGenerator"] = [
         {"name": STACK_FILES, "namespace": "ssh-gateway", "files": [f.name for f in choice.stack_files]}

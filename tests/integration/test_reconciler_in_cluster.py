@@ -27,7 +27,7 @@ from ssh_gateway.local.azurite import Azurite
 from ssh_gateway.local.control_plane import ControlPlane
 from ssh_gateway.local.kubectl import run as kubectl
 from ssh_gateway.local.kubelet_node import TAINT, KubeletNode
-from ssh_gateway.local.reconciler_image import LOCAL_NAME, image_archive
+from ssh_gateway.local.reconciler_image import image_archive
 from ssh_gateway.local.reconciler_overlay import OverlayChoice, write_overlay
 from ssh_gateway.ops.shared.automation import open_stack, remove_stack, stack_file
 from ssh_gateway.plumbing.toolchain import pulumi_env
@@ -87,7 +87,6 @@ def install(node: KubeletNode, kube: ControlPlane, azurite: Azurite, stack: auto
     archive, tag = image_archive(work)
     node.load_image(archive)
     choice = OverlayChoice(
-        image=LOCAL_NAME,
         tag=tag,
         stack_files=(stack_file(stack.name),),
         namespace=ns,
@@ -126,11 +125,14 @@ def installed(
         try:
             yield stack, ns
         finally:
+            for replica in get(kube, f"/api/v1/namespaces/{STATUS_NS}/pods")["items"]:
+                kubelet_node.kill_pod(STATUS_NS, replica["metadata"]["name"])  # no up may outlast the test
             kubectl(["delete", "-k", str(overlay), "--wait=false"], kube.kubeconfig)
             with kube.client() as api:
                 api.delete(f"/api/v1/namespaces/{STATUS_NS}/pods?gracePeriodSeconds=0")
     finally:
         try:
+            stack.cancel()  # the lock of an up the teardown killed
             stack.destroy()
         finally:
             remove_stack(stack)
@@ -145,6 +147,16 @@ def endpoint(kube: ControlPlane, stack: auto.Stack, instance: str) -> Any:
     data = get(kube, f"/api/v1/namespaces/{STATUS_NS}/configmaps/ssh-gateway-status-{stack.name}").get("data") or {}
     entry = data.get(f"instance.{instance}.json")
     return entry and json.loads(entry).get("endpoint")
+
+
+def events(log: str) -> list[dict[str, Any]]:
+    """The reconciler's lease and recovery events in a pod's log (CRI lines: time, stream, tag, the JSON)."""
+    found = []
+    for line in log.splitlines():
+        entry = json.loads(line.split(" ", 3)[3]) if ' F {"ts"' in line else {}
+        if entry.get("event") in ("lease-taken-over", "recover", "up", "up-covered"):
+            found.append({k: entry[k] for k in ("event", "holder_gone", "code") if k in entry})
+    return found
 
 
 def lease(kube: ControlPlane, stack: auto.Stack) -> dict[str, Any]:
@@ -171,6 +183,9 @@ def test_two_replicas_in_the_cluster_converge_and_take_over_a_deleted_holders_st
     with kube.client() as api:
         api.post(f"/api/v1/namespaces/{ns}/pods", json=pod("bob")).raise_for_status()
     holder = wait_for("an up holding the Lease", lambda: lease(kube, stack).get("spec", {}).get("holderIdentity"), 60)
+    # Deleted as `kubectl delete pod --grace-period=0 --force` does: the kubelet still sends SIGTERM and the pod's
+    # grace period. (SIGKILLed mid-up instead, kubelet_node.kill_pod, the other replica takes the Lease over after
+    # 30 s and recovers, but its up did not finish within 150 s: reported in issue 37, not asserted here yet.)
     with kube.client() as api:
         api.delete(f"/api/v1/namespaces/{STATUS_NS}/pods/{holder}?gracePeriodSeconds=0").raise_for_status()
     deleted, deleted_at = time.monotonic(), time.time()
@@ -182,6 +197,8 @@ def test_two_replicas_in_the_cluster_converge_and_take_over_a_deleted_holders_st
     wait_for("the other replica's up", taken_over, 240)
     print(f"holder {holder} deleted -> the other replica's up completed: {time.monotonic() - deleted:.1f} s")
     assert endpoint(kube, stack, "bob") and endpoint(kube, stack, "alice")
+    survivors = [p["metadata"]["name"] for p in get(kube, f"/api/v1/namespaces/{STATUS_NS}/pods")["items"]]
+    print("after the deletion:", {p: events(kubelet_node.logs(STATUS_NS, p)) for p in survivors})
     resources = emulator.state()["resources"]
     assert sorted(r["name"] for r in resources) == [f"ssh-gateway/{stack.name}/alice", f"ssh-gateway/{stack.name}/bob"]
     ports = [r["proxyPort"] for r in resources]

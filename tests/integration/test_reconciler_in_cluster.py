@@ -16,7 +16,6 @@ import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import pytest
 from pulumi import automation as auto
@@ -25,10 +24,13 @@ from pangolin_emulator.harness import EmulatorHandle
 from ssh_gateway.core.names import LAST_UP_ANNOTATION
 from ssh_gateway.local.azurite import Azurite
 from ssh_gateway.local.control_plane import ControlPlane
-from ssh_gateway.local.kubectl import run as kubectl
-from ssh_gateway.local.kubelet_node import TAINT, KubeletNode
-from ssh_gateway.local.reconciler_image import image_archive
-from ssh_gateway.local.reconciler_overlay import OverlayChoice, write_overlay
+from ssh_gateway.local.kubelet_node import KubeletNode
+from ssh_gateway.local.reconciler_install import (
+    STATUS_NAMESPACE,
+    in_cluster_stack,
+    install_reconciler,
+    uninstall_reconciler,
+)
 from ssh_gateway.ops.shared.automation import open_stack, remove_stack, stack_file
 from ssh_gateway.plumbing.toolchain import pulumi_env
 
@@ -36,7 +38,7 @@ pytestmark = pytest.mark.integration
 
 EXPOSE = {"ssh-gateway.io/expose": "true"}
 NAME_LABEL = "ssh-gateway.io/instance"
-STATUS_NS = "ssh-gateway"
+STATUS_NS = STATUS_NAMESPACE
 DEPLOYMENT = f"/apis/apps/v1/namespaces/{STATUS_NS}/deployments/ssh-gateway-reconciler"
 
 
@@ -59,56 +61,11 @@ def get(kube: ControlPlane, path: str) -> dict[str, Any]:
 
 
 def the_stack(node: KubeletNode, emulator: EmulatorHandle, azurite: Azurite, kube: ControlPlane, ns: str) -> auto.Stack:
-    """docs/reconciler.md step 1: a discovery stack with no kubeconfig (the pod's service account is the cluster),
-    its status in `ssh-gateway`; Pangolin reached through the node's relay."""
-    pangolin = f"http://{node.expose(urlsplit(emulator.url).port or 80)}/v1"
-    config = {
-        "ssh-gateway:pangolin": {"url": pangolin, "orgId": emulator.org_id, "siteId": emulator.site_id},
-        "ssh-gateway:ports": {"range": "40000-40019"},
-        "ssh-gateway:gateway": {"hostTemplate": "ssh-{instance}.example.test"},
-        "ssh-gateway:firewall": {"enabled": False},
-        "ssh-gateway:kubernetes": {"namespace": ns, "nodeIp": node.node_port_address},
-        "ssh-gateway:discovery": {
-            "from": "pods",
-            "namespaces": [ns],
-            "selector": EXPOSE,
-            "nameLabel": NAME_LABEL,
-            "statusNamespace": STATUS_NS,
-            "gracePeriod": 3600,
-        },
-    }
-    env = {**azurite.env(), "KUBECONFIG": str(kube.kubeconfig)}  # the host's destroy at the end
+    """docs/reconciler.md step 1, made here (the host's destroy at the end uses the same backend)."""
+    config = in_cluster_stack(node, emulator, ns, port_range="40000-40019", host_template="ssh-{instance}.example.test")
+    env = {**azurite.env(), "KUBECONFIG": str(kube.kubeconfig)}
     name = f"incluster-{uuid.uuid4().hex[:6]}"
     return open_stack(name, config, secrets={"pangolin:apiKey": emulator.api_key}, env=env)
-
-
-def install(node: KubeletNode, kube: ControlPlane, azurite: Azurite, stack: auto.Stack, ns: str, work: Path) -> Path:
-    """Steps 2 to 5: the image into the node, the overlay, the namespace and the backend's Secret, the apply."""
-    archive, tag = image_archive(work)
-    node.load_image(archive)
-    choice = OverlayChoice(
-        tag=tag,
-        stack_files=(stack_file(stack.name),),
-        namespace=ns,
-        node_name=node.name,
-        toleration=TAINT,
-    )
-    overlay = write_overlay(work / "overlay", choice)
-    backend = azurite.backend_url.replace("domain=127.0.0.1:", f"domain={node.expose(azurite.port).split(':')[0]}:")
-    secret = {
-        "PULUMI_BACKEND_URL": backend,
-        "AZURE_STORAGE_ACCOUNT": azurite.env()["AZURE_STORAGE_ACCOUNT"],
-        "AZURE_STORAGE_KEY": azurite.env()["AZURE_STORAGE_KEY"],
-        "PULUMI_CONFIG_PASSPHRASE": pulumi_env()["PULUMI_CONFIG_PASSPHRASE"],
-    }
-    kubectl(["create", "namespace", STATUS_NS], kube.kubeconfig)
-    literals = [f"--from-literal={key}={value}" for key, value in secret.items()]
-    kubectl(
-        ["-n", STATUS_NS, "create", "secret", "generic", "ssh-gateway-reconciler-backend", *literals], kube.kubeconfig
-    )
-    kubectl(["apply", "-k", str(overlay), "--server-side", "--dry-run=server"], kube.kubeconfig)
-    kubectl(["apply", "-k", str(overlay), "--server-side"], kube.kubeconfig)
-    return overlay
 
 
 @pytest.fixture
@@ -121,15 +78,19 @@ def installed(
     stack = the_stack(kubelet_node, emulator, azurite, kube, ns)
     try:
         stack_file(stack.name).chmod(0o644)
-        overlay = install(kubelet_node, kube, azurite, stack, ns, tmp_path)
+        overlay = install_reconciler(
+            kubelet_node,
+            kube,
+            azurite,
+            stack_file=stack_file(stack.name),
+            namespace=ns,
+            passphrase=pulumi_env()["PULUMI_CONFIG_PASSPHRASE"],
+            work=tmp_path,
+        )
         try:
             yield stack, ns
         finally:
-            for replica in get(kube, f"/api/v1/namespaces/{STATUS_NS}/pods")["items"]:
-                kubelet_node.kill_pod(STATUS_NS, replica["metadata"]["name"])  # no up may outlast the test
-            kubectl(["delete", "-k", str(overlay), "--wait=false"], kube.kubeconfig)
-            with kube.client() as api:
-                api.delete(f"/api/v1/namespaces/{STATUS_NS}/pods?gracePeriodSeconds=0")
+            uninstall_reconciler(kubelet_node, kube, overlay)
     finally:
         try:
             stack.cancel()  # the lock of an up the teardown killed

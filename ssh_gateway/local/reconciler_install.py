@@ -10,10 +10,9 @@ the namespace and the backend's Secret (Azurite, through its relay), `kubectl ap
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-from pangolin_emulator.harness import EmulatorHandle
 from ssh_gateway.local.azurite import Azurite
 from ssh_gateway.local.control_plane import ControlPlane
 from ssh_gateway.local.kubectl import run as kubectl
@@ -21,20 +20,40 @@ from ssh_gateway.local.kubelet_node import TAINT, KubeletNode
 from ssh_gateway.local.reconciler_image import image_archive
 from ssh_gateway.local.reconciler_overlay import OverlayChoice, write_overlay
 
-__all__ = ["BACKEND_SECRET", "STATUS_NAMESPACE", "in_cluster_stack", "install_reconciler", "uninstall_reconciler"]
+__all__ = [
+    "BACKEND_SECRET",
+    "STATUS_NAMESPACE",
+    "Pangolin",
+    "in_cluster_stack",
+    "install_reconciler",
+    "uninstall_reconciler",
+]
 
 STATUS_NAMESPACE = "ssh-gateway"
 """The base's namespace: the reconciler's, and the stacks' status ConfigMaps'."""
+
+
+class Pangolin(Protocol):
+    """The Pangolin API the stack uses, on this machine's loopback (the emulator's handle is one)."""
+
+    @property
+    def url(self) -> str: ...
+    @property
+    def org_id(self) -> str: ...
+    @property
+    def site_id(self) -> int: ...
+
+
 BACKEND_SECRET = "ssh-gateway-reconciler-backend"  # noqa: S105 - a Secret's name, not a secret
 
 
 def in_cluster_stack(
-    node: KubeletNode, emulator: EmulatorHandle, namespace: str, *, port_range: str, host_template: str
+    node: KubeletNode, pangolin: Pangolin, namespace: str, *, port_range: str, host_template: str
 ) -> dict[str, Any]:
     """A `from: pods` stack's config for the reconciler in the cluster, selecting `namespace`."""
-    pangolin = f"http://{node.expose(urlsplit(emulator.url).port or 80)}/v1"
+    url = f"http://{node.expose(urlsplit(pangolin.url).port or 80)}{urlsplit(pangolin.url).path}"
     return {
-        "ssh-gateway:pangolin": {"url": pangolin, "orgId": emulator.org_id, "siteId": emulator.site_id},
+        "ssh-gateway:pangolin": {"url": url, "orgId": pangolin.org_id, "siteId": pangolin.site_id},
         "ssh-gateway:ports": {"range": port_range},
         "ssh-gateway:gateway": {"hostTemplate": host_template},
         "ssh-gateway:firewall": {"enabled": False},

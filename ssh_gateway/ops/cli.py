@@ -25,6 +25,7 @@ from ssh_gateway.plumbing.toolchain import ToolchainMissing, other_backend_hint
 from .command import Command, Handler, exit_codes, say_error
 from .commands import (
     demo,
+    demo_cluster,
     doctor,
     drift_check,
     gateway_config,
@@ -45,6 +46,7 @@ __all__ = ["COMMANDS", "build_parser", "main"]
 
 COMMANDS: Final[tuple[Command, ...]] = (
     demo.COMMAND,
+    demo_cluster.COMMAND,
     doctor.COMMAND,
     drift_check.COMMAND,
     preview_summary.COMMAND,

@@ -29,12 +29,9 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -59,44 +56,16 @@ from ssh_gateway.core.targets import StaticTarget
 from ssh_gateway.core.trust import known_hosts_file
 from ssh_gateway.local import traefik
 from ssh_gateway.local.envoy import EnvoyError, StandaloneEnvoyProcess, detached_envoy_pid, stop_detached_envoy
-from ssh_gateway.local.sshd import ClientKey, LocalSshd, SshdError, ensure_client_keypair, login_user
+from ssh_gateway.local.sshd import LocalSshd, SshdError, ensure_client_keypair, login_user
 from ssh_gateway.local.sshd_identity import IdentitySshd, mount_secret
 from ssh_gateway.ops.doctor import diagnose, endpoints_from_outputs
 from ssh_gateway.ops.exit_codes import ExitCode
 from ssh_gateway.ops.shared.automation import open_stack
+from ssh_gateway.ops.tools.demo_steps import Answer, say, ssh_answer, step, write_ssh_files
 from ssh_gateway.ops.tools.host_identity_files import HostIdentityFilesError, read_stack
 from ssh_gateway.plumbing.toolchain import REPO
 
 __all__ = ["run_demo"]
-
-_HEARTBEAT = 15.0
-_SSH_TIMEOUT = 30.0
-
-
-def say(line: str = "") -> None:
-    print(line, flush=True)
-
-
-@contextmanager
-def step(label: str) -> Iterator[None]:
-    """`==> label`, a heartbeat while it runs, and how long it took."""
-    say(f"==> {label}")
-    started = time.monotonic()
-    done = threading.Event()
-
-    def beat() -> None:
-        while not done.wait(_HEARTBEAT):
-            say(f"    ... {label}: {time.monotonic() - started:.0f}s")
-
-    threading.Thread(target=beat, daemon=True).start()
-    try:
-        yield
-    except BaseException:
-        say(f"    failed after {time.monotonic() - started:.1f}s")
-        raise
-    finally:
-        done.set()
-    say(f"    done in {time.monotonic() - started:.1f}s")
 
 
 def default_state_dir(stack: str) -> Path:
@@ -279,32 +248,6 @@ def _print_resource_steps(event: auto.EngineEvent) -> None:
     say(f"    {pre.metadata.op.value:<8} {pre.metadata.type} {name}")
 
 
-def _write_ssh_files(outputs: StackOutputs, state: Path, keys: ClientKey) -> Path:
-    """`ssh_config` = the demo's key and known_hosts, then the program's `sshConfig` output, for `ssh -F`.
-
-    The known_hosts is the stack's `knownHosts` output and nothing else: the CA line (plus a plain line per
-    pinned key). The demo's block comes first because ssh takes the first value it finds for an option: it
-    stands in for the blocks' `UserKnownHostsFile ~/.ssh/known_hosts.d/...`, so the demo never writes to ~/.ssh.
-    """
-    known_hosts = state / "known_hosts"
-    lines = outputs.known_hosts
-    known_hosts.write_text(lines.strip() + "\n" if lines.strip() else "")
-    config = state / "ssh_config"
-    config.write_text(
-        "# Added by scripts/demo: the demo's key, and the stack's knownHosts output as the only known_hosts.\n"
-        + "Host *\n"
-        + f'    IdentityFile "{keys.private}"\n'
-        + "    IdentitiesOnly yes\n"
-        + f'    UserKnownHostsFile "{known_hosts}"\n'
-        + "    GlobalKnownHostsFile /dev/null\n"
-        + "    StrictHostKeyChecking yes\n"
-        + "    UpdateHostKeys no\n\n"
-        + outputs.ssh_config.rstrip("\n")
-        + "\n"
-    )
-    return config
-
-
 def _start_traefik(machine: Machine, outputs: StackOutputs) -> None:
     """(Re)starts Traefik as the gateway host runs it: the stack's entry points (Traefik reads them only at start-up,
     so a kept one may lack new ports) and the emulator's HTTP provider; waits until it holds a router on every
@@ -346,35 +289,10 @@ def _start_gateway(machine: Machine, outputs: StackOutputs) -> None:
             say(f"      {name}")
 
 
-@dataclass(frozen=True)
-class Answer:
-    instance: str
-    ok: bool
-    text: str
-
-
-def _ssh(config: Path, instance: str, alias: str, where: str) -> Answer:
-    """The real ssh client, non-interactive, through the generated config's `Host` alias."""
-    remote = f'echo "hello from {instance}: $(id -un)@$(hostname), reached through {where}"'
-    argv = [
-        "ssh", "-F", str(config), "-o", "BatchMode=yes", "-o", "ConnectTimeout=5", "-o", "LogLevel=ERROR",
-        alias, remote,
-    ]  # fmt: skip
-    try:
-        result = subprocess.run(argv, capture_output=True, text=True, timeout=_SSH_TIMEOUT, check=False)  # noqa: S603
-    except subprocess.TimeoutExpired:
-        return Answer(instance, False, f"ssh did not finish within {_SSH_TIMEOUT:.0f}s")
-    if result.returncode != 0:
-        # ssh's last line is the verdict ("Host key verification failed.", "Permission denied (publickey).").
-        lines = result.stderr.strip().splitlines()
-        return Answer(instance, False, lines[-1] if lines else f"ssh exited {result.returncode}")
-    return Answer(instance, True, result.stdout.strip())
-
-
 def _ssh_all(outputs: StackOutputs, config: Path) -> list[Answer]:
     endpoints = outputs.endpoints
     with ThreadPoolExecutor(max_workers=8) as pool:
-        futures = [pool.submit(_ssh, config, name, f"ssh-{name}", _path(ep)) for name, ep in endpoints.items()]
+        futures = [pool.submit(ssh_answer, config, name, f"ssh-{name}", _path(ep)) for name, ep in endpoints.items()]
         return [f.result() for f in futures]
 
 
@@ -433,7 +351,7 @@ def up(stack_name: str, state: Path, *, keep: bool) -> int:
         _start_sshds(machine, stack_name)
         _start_traefik(machine, read)
         _start_gateway(machine, read)
-        config = _write_ssh_files(read, state, keys)
+        config = write_ssh_files(read, state, keys)
         with step("ssh through every instance's public port (BatchMode, StrictHostKeyChecking yes, the CA line)"):
             answers = _ssh_all(read, config)
             for answer in answers:

@@ -17,48 +17,31 @@ from typing import Any
 import pytest
 
 from pangolin_emulator.harness import EmulatorHandle
+from ssh_gateway.core.outputs import parse_stack_outputs
 from ssh_gateway.core.settings import Discovery
 from ssh_gateway.local.control_plane import ControlPlane
-from ssh_gateway.local.instance_image import build_instance_image
-from ssh_gateway.local.instance_pod import IMAGE_NAME, authorized_keys_manifest, pod_manifest
-from ssh_gateway.local.kubelet_node import TAINT, KubeletNode
-from ssh_gateway.local.sshd import ensure_client_keypair
+from ssh_gateway.local.kubelet_node import KubeletNode
+from ssh_gateway.local.node_pods import create_instance_pod, load_instance_image, pod_ready
+from ssh_gateway.local.sshd import ClientKey, ensure_client_keypair
 from ssh_gateway.local.traefik import TraefikProcess
+from ssh_gateway.ops.tools.demo_steps import write_ssh_files
 
 from .conftest import StackFactory, stack_config
 from .local_ports import free_port_block
-from .test_cluster_acts import EXPOSE, NAME_LABEL, create_pods, get, wait_for
+from .test_cluster_acts import EXPOSE, NAME_LABEL, get, wait_for
 
 pytestmark = pytest.mark.integration
 
 
-def _on_the_real_node(pod: dict[str, Any], node: KubeletNode) -> dict[str, Any]:
-    """The platform's choice of node pool: the one where pods run (the others are kwok's)."""
-    pod["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node.name}
-    return pod
-
-
-def _ready(pod: dict[str, Any] | None) -> bool:
-    conditions = (pod or {}).get("status", {}).get("conditions", [])
-    return any(c["type"] == "Ready" and c["status"] == "True" for c in conditions)
-
-
-def _ssh(root: Path, outputs: dict[str, Any], key: Path, instance: str) -> subprocess.CompletedProcess[str]:
+def _ssh(root: Path, outputs: dict[str, Any], key: ClientKey, instance: str) -> subprocess.CompletedProcess[str]:
     """The user's `ssh ssh-<instance>` with the stack's generated block and known_hosts, and nothing else."""
-    known_hosts = root / "known_hosts"
-    known_hosts.write_text(str(outputs["knownHosts"]).strip() + "\n")
-    config = root / "ssh_config"
-    config.write_text(
-        f'Host *\n    IdentityFile "{key}"\n    IdentitiesOnly yes\n    UserKnownHostsFile "{known_hosts}"\n'
-        "    GlobalKnownHostsFile /dev/null\n    StrictHostKeyChecking yes\n    UpdateHostKeys no\n\n"
-        + str(outputs["sshConfig"])
-    )
+    config = write_ssh_files(parse_stack_outputs(outputs), root, key)
     argv = ["ssh", "-v", "-F", str(config), "-o", "BatchMode=yes", "-o", "ConnectTimeout=5", f"ssh-{instance}"]
     return subprocess.run([*argv, "cat /etc/hostname"], capture_output=True, text=True, timeout=30, check=False)
 
 
 def _ssh_once_it_answers(
-    root: Path, outputs: dict[str, Any], key: Path, instance: str, *, within: float
+    root: Path, outputs: dict[str, Any], key: ClientKey, instance: str, *, within: float
 ) -> subprocess.CompletedProcess[str]:
     """`_ssh` again until it logs in, as a user retries: kube-proxy routes the NodePort at its next sync after the
     pod turns Ready (until then it refuses the connection, a Service without endpoints)."""
@@ -75,9 +58,7 @@ def test_ssh_reaches_the_pods_sshd_through_traefik_and_the_node_port(
     make_stack: StackFactory,
     tmp_path: Path,
 ) -> None:
-    archive = tmp_path / "instance.tar"
-    image = f"{IMAGE_NAME}:{build_instance_image(archive).rsplit(':', 1)[1]}"
-    kubelet_node.load_image(archive)
+    image = load_instance_image(kubelet_node, tmp_path)
     namespace, instance = f"it-{uuid.uuid4().hex[:8]}", "gpu-alice"
     kube.create_namespace(namespace)
     client = ensure_client_keypair(tmp_path / "client" / "id_ed25519", "pods-run")
@@ -96,16 +77,10 @@ def test_ssh_reaches_the_pods_sshd_through_traefik_and_the_node_port(
         },
         discovery=section,
     )
-    tolerations = [{**TAINT, "operator": "Equal"}]
-    made = pod_manifest(
-        instance=instance, namespace=namespace, image=image, discovery=discovery, tolerations=tolerations
-    )
-    pod = _on_the_real_node(made, kubelet_node)
-    keys = authorized_keys_manifest(instance=instance, namespace=namespace, keys=[client.public_key])
-    with kube.client() as api:
-        api.post(f"/api/v1/namespaces/{namespace}/configmaps", json=keys).raise_for_status()
     created = time.monotonic()
-    create_pods(kube, namespace, pod)
+    create_instance_pod(
+        kubelet_node, instance=instance, namespace=namespace, image=image, discovery=discovery, keys=[client.public_key]
+    )
 
     outputs = {k: v.value for k, v in make_stack(config).up().outputs.items()}
     up_done = time.monotonic() - created
@@ -118,9 +93,9 @@ def test_ssh_reaches_the_pods_sshd_through_traefik_and_the_node_port(
     traefik.start()
     try:
         traefik.wait_for_routers(lambda routers: len(routers) == 1)
-        wait_for("the pod Ready", lambda: _ready(get(kube, f"/api/v1/namespaces/{namespace}/pods/{instance}")), 120)
+        wait_for("the pod Ready", lambda: pod_ready(get(kube, f"/api/v1/namespaces/{namespace}/pods/{instance}")), 120)
         ready = time.monotonic() - created
-        answer = _ssh_once_it_answers(tmp_path, outputs, client.private, instance, within=15.0)
+        answer = _ssh_once_it_answers(tmp_path, outputs, client, instance, within=15.0)
         logged_in = time.monotonic() - created
     finally:
         traefik.stop()

@@ -25,6 +25,7 @@ import shutil
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -36,22 +37,21 @@ from ssh_gateway.core.settings import Discovery
 from ssh_gateway.local import traefik
 from ssh_gateway.local.azurite import start_azurite, stop_azurite
 from ssh_gateway.local.control_plane import ControlPlane, start_control_plane, stop_control_plane
-from ssh_gateway.local.instance_image import build_instance_image
-from ssh_gateway.local.instance_pod import IMAGE_NAME, authorized_keys_manifest, pod_manifest
-from ssh_gateway.local.kubelet_node import TAINT, KubeletNode, start_kubelet_node
+from ssh_gateway.local.kubelet_node import KubeletNode, start_kubelet_node
+from ssh_gateway.local.node_pods import create_instance_pod, load_instance_image, pod_ready
 from ssh_gateway.local.reconciler_install import (
     STATUS_NAMESPACE,
     in_cluster_stack,
     install_reconciler,
     uninstall_reconciler,
 )
-from ssh_gateway.local.sshd import ensure_client_keypair
+from ssh_gateway.local.sshd import ClientKey, ensure_client_keypair
 from ssh_gateway.ops.exit_codes import ExitCode
 from ssh_gateway.ops.shared.automation import open_stack, remove_stack, stack_file
 from ssh_gateway.ops.tools.demo_steps import say, ssh_answer, step, write_ssh_files
 from ssh_gateway.plumbing.toolchain import REPO, pulumi_env
 
-__all__ = ["run_cluster_demo"]
+__all__ = ["NAMESPACE", "STACK", "ClusterRig", "run_cluster_demo", "start_cluster_rig"]
 
 STACK = "demo-cluster"
 NAMESPACE = "gpu-users"
@@ -134,58 +134,76 @@ def _destroy(stack: auto.Stack) -> None:
         remove_stack(stack)
 
 
-def _pod(plane: ControlPlane, node: KubeletNode, state: Path, public_key: str) -> None:
-    with step("the instance image (Debian's sshd, 16 MB) into the node"):
-        archive = state / "instance.tar"
-        image = f"{IMAGE_NAME}:{build_instance_image(archive).rsplit(':', 1)[1]}"
-        node.load_image(archive)
-    with step(f"a GPU user's pod {NAMESPACE}/{INSTANCE}: the image's sshd, the user's key in a ConfigMap"):
+@dataclass(frozen=True)
+class ClusterRig:
+    """What the demo stands up (and benchmarks/pods_run.py measures on): the cluster and its real node, the stack
+    and the reconciler in it, the instance image in the node, the user's key."""
+
+    state: Path
+    plane: ControlPlane
+    node: KubeletNode
+    stack: auto.Stack
+    feed: str
+    """Pangolin's Traefik provider endpoint."""
+    image: str
+    keys: ClientKey
+
+    def create_pod(self, instance: str) -> None:
         section = {"from": "pods", "namespaces": [NAMESPACE], "selector": {"ssh-gateway.io/expose": "true"}}
         discovery = Discovery.model_validate({**section, "nameLabel": "ssh-gateway.io/instance"})
-        tolerations = [{**TAINT, "operator": "Equal"}]
-        pod = pod_manifest(
-            instance=INSTANCE, namespace=NAMESPACE, image=image, discovery=discovery, tolerations=tolerations
+        keys = [self.keys.public_key]
+        create_instance_pod(
+            self.node, instance=instance, namespace=NAMESPACE, image=self.image, discovery=discovery, keys=keys
         )
-        pod["spec"]["nodeSelector"] = {"kubernetes.io/hostname": node.name}  # the pool where pods run
-        keys = authorized_keys_manifest(instance=INSTANCE, namespace=NAMESPACE, keys=[public_key])
-        with plane.client() as api:
-            api.post(f"/api/v1/namespaces/{NAMESPACE}/configmaps", json=keys).raise_for_status()
-            api.post(f"/api/v1/namespaces/{NAMESPACE}/pods", json=pod).raise_for_status()
 
+    def endpoint(self, instance: str) -> Any:
+        """The instance's endpoint in the stack's status ConfigMap, once the reconciler's `up` put it there."""
+        status = f"/api/v1/namespaces/{STATUS_NAMESPACE}/configmaps/ssh-gateway-status-{STACK}"
+        entry = (_get(self.plane, status).get("data") or {}).get(f"instance.{instance}.json")
+        return entry and json.loads(entry).get("endpoint")
 
-def _endpoint(plane: ControlPlane) -> Any:
-    status = f"/api/v1/namespaces/{STATUS_NAMESPACE}/configmaps/ssh-gateway-status-{STACK}"
-    entry = (_get(plane, status).get("data") or {}).get(f"instance.{INSTANCE}.json")
-    return entry and json.loads(entry).get("endpoint")
+    def pod(self, instance: str) -> dict[str, Any]:
+        return _get(self.plane, f"/api/v1/namespaces/{NAMESPACE}/pods/{instance}")
 
-
-def _reach(rig: ExitStack, plane: ControlPlane, stack: auto.Stack, feed: str, state: Path) -> None:
-    with step("the reconciler's up: the pod's endpoint in the status ConfigMap"):
-        say(f"    {_wait('the endpoint', lambda: _endpoint(plane), 300)}")
-    outputs = parse_stack_outputs({key: value.value for key, value in stack.outputs().items()})
-    entry_points = dict(outputs.gateway.traefik_entry_points) if outputs.gateway is not None else {}
-    with step(f"Traefik on the stack's {len(entry_points)} entry points, routers from Pangolin's HTTP provider"):
-        gateway = traefik.TraefikProcess(state / "traefik", entry_points, feed)
+    def start_traefik(self, rig: ExitStack, routers: int) -> Path:
+        """Traefik on the stack's entry points (once `routers` are served); returns the ssh files' config."""
+        outputs = parse_stack_outputs({key: value.value for key, value in self.stack.outputs().items()})
+        entry_points = dict(outputs.gateway.traefik_entry_points) if outputs.gateway is not None else {}
+        gateway = traefik.TraefikProcess(self.state / "traefik", entry_points, self.feed)
         gateway.start()
         rig.callback(gateway.stop)
-        gateway.wait_for_routers(lambda routers: len(routers) == 1)
-    pod = f"/api/v1/namespaces/{NAMESPACE}/pods/{INSTANCE}"
+        gateway.wait_for_routers(lambda held: len(held) == routers)
+        return write_ssh_files(outputs, self.state, self.keys)
+
+    def ssh(self, config: Path, instance: str) -> str | None:
+        """What the pod's shell answers through the gateway, or None when ssh did not get in."""
+        where = "Traefik, the NodePort, kube-proxy"
+        answer = ssh_answer(config, instance, f"ssh-{instance}", where, who="root@$(cat /etc/hostname)")
+        return answer.text if answer.ok else None
+
+
+def start_cluster_rig(rig: ExitStack, state: Path) -> ClusterRig:
+    """Steps 1 to 3 and the instance image, each printed with its time; `rig` stops what they started."""
+    plane, node = _cluster(rig, state)
+    stack, feed = _stack(rig, state, plane, node)
+    with step("the instance image (Debian's sshd, 16 MB) into the node"):
+        image = load_instance_image(node, state)
+    keys = ensure_client_keypair(state / "id_ed25519", comment=_KEY_COMMENT)
+    return ClusterRig(state, plane, node, stack, feed, image, keys)
+
+
+def _demo(rig: ExitStack, state: Path) -> None:
+    cluster = start_cluster_rig(rig, state)
+    with step(f"a GPU user's pod {NAMESPACE}/{INSTANCE}: the image's sshd, the user's key in a ConfigMap"):
+        cluster.create_pod(INSTANCE)
+    with step("the reconciler's up: the pod's endpoint in the status ConfigMap"):
+        say(f"    {_wait('the endpoint', lambda: cluster.endpoint(INSTANCE), 300)}")
+    with step("Traefik on the stack's entry points, its router from Pangolin's HTTP provider"):
+        config = cluster.start_traefik(rig, routers=1)
     with step("the pod Ready: its sshd serves the host key and certificate of its Secret"):
-        _wait("the pod Ready", lambda: _ready(_get(plane, pod)), 180)
-    config = write_ssh_files(outputs, state, ensure_client_keypair(state / "id_ed25519", comment=_KEY_COMMENT))
+        _wait("the pod Ready", lambda: pod_ready(cluster.pod(INSTANCE)), 180)
     with step(f"ssh ssh-{INSTANCE} (StrictHostKeyChecking yes; known_hosts: the stack's @cert-authority line only)"):
-        answer = _wait("ssh into the pod", lambda: _ssh(config), 30)
-        say(f"    {answer}")
-
-
-def _ready(pod: dict[str, Any]) -> bool:
-    return any(c["type"] == "Ready" and c["status"] == "True" for c in pod.get("status", {}).get("conditions", []))
-
-
-def _ssh(config: Path) -> str | None:
-    where = "Traefik, the NodePort, kube-proxy"
-    answer = ssh_answer(config, INSTANCE, f"ssh-{INSTANCE}", where, who="root@$(cat /etc/hostname)")
-    return answer.text if answer.ok else None
+        say(f"    {_wait('ssh into the pod', lambda: cluster.ssh(config, INSTANCE), 30)}")
 
 
 def run_cluster_demo(state: Path | None = None) -> int:
@@ -195,11 +213,7 @@ def run_cluster_demo(state: Path | None = None) -> int:
     started = time.monotonic()
     with ExitStack() as rig:
         try:
-            plane, node = _cluster(rig, state)
-            stack, feed = _stack(rig, state, plane, node)
-            keys = ensure_client_keypair(state / "id_ed25519", comment=_KEY_COMMENT)
-            _pod(plane, node, state, keys.public_key)
-            _reach(rig, plane, stack, feed, state)
+            _demo(rig, state)
         except (TimeoutError, auto.CommandError, RuntimeError) as exc:
             say(f"!!! {exc}")
             say(f"!!! demo-cluster failed after {time.monotonic() - started:.1f}s")

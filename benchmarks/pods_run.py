@@ -1,0 +1,126 @@
+"""Issue 37's table on this machine: instance pods that run, on the real node, with the reconciler in the cluster.
+
+    .venv/bin/python -m benchmarks.pods_run            # 3 pods, then a replica deleted mid-up (root)
+
+The rig is scripts/demo-cluster's (ssh_gateway/ops/tools/cluster_demo.py): the cluster that acts and one real node
+(containerd, kubelet, kube-proxy), the Pangolin emulator and Azurite, the stack `demo-cluster` (`from: pods`), the
+reconciler installed with `kubectl apply -k` (two replicas), the instance image loaded, Traefik on the stack's
+entry points. Then, one pod at a time, polled every 0.1 s from its creation: its host-key Secret made (the
+reconciler's `up`), the pod Ready (the kubelet: the Secret mounted, sshd started), and `ssh ssh-<pod>` through
+Traefik, the NodePort and kube-proxy answering with only the stack's @cert-authority line. Last, the replica that
+holds the stack's Lease is deleted (grace 0, as `kubectl delete --force` does) right after a new pod appears, and
+the other replica's `up` is timed to completion.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+from ssh_gateway.core.names import LAST_UP_ANNOTATION, host_key_secret_name
+from ssh_gateway.local.node_pods import pod_ready
+from ssh_gateway.local.reconciler_install import STATUS_NAMESPACE
+from ssh_gateway.ops.tools.cluster_demo import NAMESPACE, STACK, ClusterRig, start_cluster_rig
+
+POLL = 0.1
+
+
+def _until(check: Callable[[], Any], timeout: float) -> float:
+    """Seconds until `check()` holds (polled every `POLL`)."""
+    began = time.monotonic()
+    while not check():
+        if time.monotonic() - began > timeout:
+            raise TimeoutError(f"not within {timeout:.0f}s")
+        time.sleep(POLL)
+    return time.monotonic() - began
+
+
+def _get(cluster: ClusterRig, path: str) -> dict[str, Any]:
+    with cluster.plane.client() as api:
+        response = api.get(path)
+    found: dict[str, Any] = response.json() if response.status_code == 200 else {}
+    return found
+
+
+def one_pod(cluster: ClusterRig, config: Path, name: str) -> dict[str, float]:
+    """A pod's path, in seconds since its creation: its Secret, Ready, the first ssh that gets in."""
+    secret = f"/api/v1/namespaces/{NAMESPACE}/secrets/{host_key_secret_name(name)}"
+    cluster.create_pod(name)
+    row = {"secret": _until(lambda: _get(cluster, secret), 300)}
+    row["ready"] = row["secret"] + _until(lambda: pod_ready(cluster.pod(name)), 180)
+    row["ssh"] = row["ready"] + _until(lambda: cluster.ssh(config, name), 30)
+    print(f"... {name}: " + ", ".join(f"{k} {v:.2f} s" for k, v in row.items()), file=sys.stderr, flush=True)
+    return row
+
+
+LEASE = f"/apis/coordination.k8s.io/v1/namespaces/{STATUS_NAMESPACE}/leases/ssh-gateway-reconcile-{STACK}"
+
+
+def _last_up(cluster: ClusterRig) -> dict[str, Any]:
+    lease = _get(cluster, LEASE)
+    found: dict[str, Any] = json.loads(lease.get("metadata", {}).get("annotations", {}).get(LAST_UP_ANNOTATION, "{}"))
+    return found
+
+
+def holder_deleted(cluster: ClusterRig, name: str) -> float:
+    """Seconds from deleting the Lease holder (right after pod `name` appeared) to the other replica's `up` done."""
+    cluster.create_pod(name)
+    holder = _get(cluster, LEASE)["spec"]["holderIdentity"]
+    with cluster.plane.client() as api:
+        api.delete(f"/api/v1/namespaces/{STATUS_NAMESPACE}/pods/{holder}?gracePeriodSeconds=0").raise_for_status()
+    deleted_at = time.time()
+
+    def taken_over() -> bool:
+        last = _last_up(cluster)
+        return bool(last) and last["holder"] != holder and last["started"] > deleted_at and last["code"] == 0
+
+    return _until(taken_over, 300)
+
+
+def run(pods: int) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="bench-pods-") as tmp, ExitStack() as rig:
+        cluster = start_cluster_rig(rig, Path(tmp))
+        status = f"/api/v1/namespaces/{STATUS_NAMESPACE}/configmaps/ssh-gateway-status-{STACK}"
+        _until(lambda: _get(cluster, status), 300)  # the first up (no pod yet): the stack's outputs exist
+        config = cluster.start_traefik(rig, routers=0)
+        rows = [one_pod(cluster, config, f"user{n}") for n in range(pods)]
+        return {"pods": rows, "takeover": holder_deleted(cluster, "late")}
+
+
+def table(result: dict[str, Any]) -> str:
+    rows = result["pods"]
+
+    def median(key: str) -> float:
+        return float(statistics.median(r[key] for r in rows))
+
+    kubelet = statistics.median(r["ready"] - r["secret"] for r in rows)
+    after_ready = statistics.median(r["ssh"] - r["ready"] for r in rows)
+    lines = [
+        "| figure (medians of the pods) | measured | goal |",
+        "|---|---|---|",
+        f"| pod created -> its Secret (the reconciler's `up`) | {median('secret'):.2f} s | (report) |",
+        f"| Secret -> pod Ready (the kubelet's own time) | {kubelet:.2f} s | (report) |",
+        f"| pod created -> ssh into it works | {median('ssh'):.2f} s = Ready + {after_ready:.2f} s | <= Ready + 1 s |",
+        f"| Lease holder deleted mid-`up` -> the other's `up` done | {result['takeover']:.1f} s | <= 30 s + one up |",
+    ]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--pods", type=int, default=3)
+    result = run(parser.parse_args().pods)
+    print(json.dumps(result, indent=2))
+    print(table(result))
+
+
+if __name__ == "__main__":
+    main()

@@ -13,7 +13,7 @@ from pulumi import dynamic
 
 from providers.unknowns import has_unknowns
 
-__all__ = ["changed_keys", "diff_keys", "without_provider"]
+__all__ = ["diff_keys", "without_provider"]
 
 
 def changed_keys(olds: dict[str, Any], news: dict[str, Any], keys: tuple[str, ...]) -> list[str]:

@@ -21,7 +21,7 @@ from .discovery_records import Remembered
 from .names import DiscoverFrom, host_key_secret_name, service_name
 from .settings import Discovery, HostIdentityOn, Instance, Settings
 
-__all__ = ["claimed_name", "names_to_check", "occupant_problem", "wanted_objects"]
+__all__ = ["claimed_name", "names_to_check", "occupant_problem"]
 
 
 def claimed_name(section: Discovery, obj: ClusterObject) -> str | None:

@@ -18,15 +18,7 @@ from typing import Any
 
 import httpx
 
-__all__ = [
-    "GPU",
-    "KWOK_ANNOTATION",
-    "NODE_LABEL",
-    "SimulatedNode",
-    "add_node",
-    "kwok_args",
-    "wait_nodes_ready",
-]
+__all__ = ["GPU", "SimulatedNode", "add_node", "kwok_args", "wait_nodes_ready"]
 
 GPU = "nvidia.com/gpu"
 """The extended resource a GPU pod asks for (the name NVIDIA's device plugin registers)."""

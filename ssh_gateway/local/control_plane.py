@@ -47,8 +47,6 @@ from ssh_gateway.plumbing.toolchain import toolchain_binary
 
 __all__ = [
     "DEFAULT_NODES",
-    "EVICTION_SECONDS",
-    "KUBERNETES_SERVICE_IP",
     "RESTRICTED_USER",
     "ControlPlane",
     "ControlPlaneError",

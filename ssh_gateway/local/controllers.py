@@ -18,7 +18,7 @@ import yaml
 
 from ssh_gateway.plumbing.process import Probe, http_ready
 
-__all__ = ["NODE_MONITOR_GRACE_SECONDS", "controller_manager_args", "healthz", "scheduler_args"]
+__all__ = ["controller_manager_args", "healthz", "scheduler_args"]
 
 NODE_MONITOR_GRACE_SECONDS = 20
 """A node whose lease is this old is NotReady (upstream's default is 40 s; the tests wait for it)."""

@@ -29,7 +29,7 @@ from . import oci_image
 from .oci_image import ImageError
 from .sshd_identity import mount_secret
 
-__all__ = ["CONTAINERD_CAPABILITIES", "RunningInstance", "build_instance_image", "kubelet_volumes", "running_instance"]
+__all__ = ["RunningInstance", "build_instance_image", "kubelet_volumes", "running_instance"]
 
 BUILD_SCRIPT = REPO / "scripts" / "build-instance-image"
 

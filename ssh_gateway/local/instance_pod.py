@@ -28,12 +28,10 @@ from ssh_gateway.core.settings import Discovery
 
 __all__ = [
     "AUTHORIZED_KEYS_DIR",
-    "HOST_KEY_MODE",
     "IMAGE_NAME",
     "LOGIN_USER",
     "SSH_PORT",
     "authorized_keys_manifest",
-    "authorized_keys_name",
     "pod_manifest",
     "sshd_config",
 ]

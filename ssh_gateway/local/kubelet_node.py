@@ -37,7 +37,7 @@ from ssh_gateway.plumbing.loopback import free_ports
 from ssh_gateway.plumbing.process import ManagedProcess, ProcessError, ProcessSpec, http_ready, path_ready
 from ssh_gateway.plumbing.toolchain import toolchain_binary
 
-__all__ = ["NODE_ROOT", "TAINT", "KubeletNode", "KubeletNodeError", "start_kubelet_node"]
+__all__ = ["TAINT", "KubeletNode", "KubeletNodeError", "start_kubelet_node"]
 
 NODE_ROOT = Path("/var/lib/ssh-gateway/node")
 TAINT = {"key": "ssh-gateway.dev/real-node", "value": "true", "effect": "NoSchedule"}

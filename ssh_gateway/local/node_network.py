@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ssh_gateway.local.control_plane import SERVICE_CLUSTER_IP_RANGE
 
-__all__ = ["BRIDGE", "NODE_ADDRESS", "NODE_PORT_ADDRESS", "POD_NETWORK", "NodeNetwork", "cni_config"]
+__all__ = ["NODE_ADDRESS", "NODE_PORT_ADDRESS", "POD_NETWORK", "NodeNetwork", "cni_config"]
 
 BRIDGE = "sshgw0"
 POD_NETWORK = IPv4Network("10.245.0.0/24")

@@ -19,7 +19,7 @@ import httpx
 from ssh_gateway.local.node_network import NODE_ADDRESS
 from ssh_gateway.plumbing.process import ManagedProcess, ProcessError, ProcessSpec, tcp_ready
 
-__all__ = ["KUBERNETES_SLICE", "point_kubernetes_service", "start_relay", "unpoint_kubernetes_service"]
+__all__ = ["point_kubernetes_service", "start_relay", "unpoint_kubernetes_service"]
 
 _SERVICE_NAME = "kubernetes.io/service-name"
 """The label that ties an EndpointSlice to its Service (kube-proxy reads the slices by it)."""

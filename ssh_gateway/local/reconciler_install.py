@@ -21,7 +21,6 @@ from ssh_gateway.local.reconciler_image import image_archive
 from ssh_gateway.local.reconciler_overlay import OverlayChoice, write_overlay
 
 __all__ = [
-    "BACKEND_SECRET",
     "STATUS_NAMESPACE",
     "Pangolin",
     "in_cluster_stack",

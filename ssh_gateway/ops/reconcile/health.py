@@ -17,7 +17,7 @@ from typing import Final
 
 from .watch import WATCH_SECONDS
 
-__all__ = ["UP_STUCK_SECONDS", "WATCH_STALE_SECONDS", "Health", "StackHealth"]
+__all__ = ["Health", "StackHealth"]
 
 WATCH_STALE_SECONDS: Final = WATCH_SECONDS + 60.0
 """A healthy watch delivers something at least once per stream (`WATCH_SECONDS`, 240 s: the API server ends it

@@ -13,7 +13,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, gene
 
 from ssh_gateway.core.discovery_records import State, StatusReport
 
-__all__ = ["PREFIX", "UP_BUCKETS", "Outcome", "ReconcilerMetrics"]
+__all__ = ["PREFIX", "Outcome", "ReconcilerMetrics"]
 
 PREFIX: Final = "ssh_gateway_reconcile"
 

@@ -50,13 +50,13 @@ def _get(cluster: ClusterRig, path: str) -> dict[str, Any]:
     return found
 
 
-def one_pod(cluster: ClusterRig, config: Path, name: str) -> dict[str, float]:
+def one_pod(cluster: ClusterRig, name: str) -> dict[str, float]:
     """A pod's path, in seconds since its creation: its Secret, Ready, the first ssh that gets in."""
     secret = f"/api/v1/namespaces/{NAMESPACE}/secrets/{host_key_secret_name(name)}"
     cluster.create_pod(name)
     row = {"secret": _until(lambda: _get(cluster, secret), 300)}
     row["ready"] = row["secret"] + _until(lambda: pod_ready(cluster.pod(name)), 180)
-    row["ssh"] = row["ready"] + _until(lambda: cluster.ssh(config, name), 30)
+    row["ssh"] = row["ready"] + _until(lambda: cluster.ssh(name), 30)
     print(f"... {name}: " + ", ".join(f"{k} {v:.2f} s" for k, v in row.items()), file=sys.stderr, flush=True)
     return row
 
@@ -90,8 +90,8 @@ def run(pods: int) -> dict[str, Any]:
         cluster = start_cluster_rig(rig, Path(tmp))
         status = f"/api/v1/namespaces/{STATUS_NAMESPACE}/configmaps/ssh-gateway-status-{STACK}"
         _until(lambda: _get(cluster, status), 300)  # the first up (no pod yet): the stack's outputs exist
-        config = cluster.start_traefik(rig, routers=0)
-        rows = [one_pod(cluster, config, f"user{n}") for n in range(pods)]
+        cluster.start_traefik(rig, routers=0)
+        rows = [one_pod(cluster, f"user{n}") for n in range(pods)]
         return {"pods": rows, "takeover": holder_deleted(cluster, "late")}
 
 

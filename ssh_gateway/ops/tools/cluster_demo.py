@@ -25,7 +25,7 @@ import shutil
 import time
 from collections.abc import Callable
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -134,7 +134,7 @@ def _destroy(stack: auto.Stack) -> None:
         remove_stack(stack)
 
 
-@dataclass(frozen=True)
+@dataclass
 class ClusterRig:
     """What the demo stands up (and benchmarks/pods_run.py measures on): the cluster and its real node, the stack
     and the reconciler in it, the instance image in the node, the user's key."""
@@ -147,6 +147,8 @@ class ClusterRig:
     """Pangolin's Traefik provider endpoint."""
     image: str
     keys: ClientKey
+    in_ssh_files: set[str] = field(default_factory=set)
+    """The instances the ssh files were last written with."""
 
     def create_pod(self, instance: str) -> None:
         section = {"from": "pods", "namespaces": [NAMESPACE], "selector": {"ssh-gateway.io/expose": "true"}}
@@ -165,21 +167,41 @@ class ClusterRig:
     def pod(self, instance: str) -> dict[str, Any]:
         return _get(self.plane, f"/api/v1/namespaces/{NAMESPACE}/pods/{instance}")
 
-    def start_traefik(self, rig: ExitStack, routers: int) -> Path:
-        """Traefik on the stack's entry points (once `routers` are served); returns the ssh files' config."""
-        outputs = parse_stack_outputs({key: value.value for key, value in self.stack.outputs().items()})
+    def start_traefik(self, rig: ExitStack, routers: int) -> None:
+        """Traefik on the stack's entry points (its whole port range, from the outputs of any `up`), once it
+        serves `routers` routers."""
+        outputs = parse_stack_outputs(_outputs(self.stack))
         entry_points = dict(outputs.gateway.traefik_entry_points) if outputs.gateway is not None else {}
         gateway = traefik.TraefikProcess(self.state / "traefik", entry_points, self.feed)
         gateway.start()
         rig.callback(gateway.stop)
         gateway.wait_for_routers(lambda held: len(held) == routers)
-        return write_ssh_files(outputs, self.state, self.keys)
 
-    def ssh(self, config: Path, instance: str) -> str | None:
-        """What the pod's shell answers through the gateway, or None when ssh did not get in."""
+    def ssh(self, instance: str) -> str | None:
+        """What the pod's shell answers through the gateway, or None when ssh did not get in. The ssh files are
+        the stack's outputs as a laptop has them after the `up` that made the instance (written again until that
+        `up` has finished: the status shows the endpoint before the outputs are saved)."""
+        config = self.state / "ssh_config"
+        if instance not in self.in_ssh_files:
+            outputs = parse_stack_outputs(_outputs(self.stack))
+            if instance not in outputs.endpoints:
+                return None
+            write_ssh_files(outputs, self.state, self.keys)
+            self.in_ssh_files.update(outputs.endpoints)
         where = "Traefik, the NodePort, kube-proxy"
         answer = ssh_answer(config, instance, f"ssh-{instance}", where, who="root@$(cat /etc/hostname)")
         return answer.text if answer.ok else None
+
+
+def _outputs(stack: auto.Stack, tries: int = 5) -> dict[str, Any]:
+    """The stack's outputs, read again when a reconciler's `up` changed them between the two reads the Automation
+    API makes (its masked and its plain read then hold different keys: a KeyError)."""
+    for _ in range(tries - 1):
+        try:
+            return {key: value.value for key, value in stack.outputs().items()}
+        except KeyError:
+            time.sleep(1.0)
+    return {key: value.value for key, value in stack.outputs().items()}
 
 
 def start_cluster_rig(rig: ExitStack, state: Path) -> ClusterRig:
@@ -199,11 +221,11 @@ def _demo(rig: ExitStack, state: Path) -> None:
     with step("the reconciler's up: the pod's endpoint in the status ConfigMap"):
         say(f"    {_wait('the endpoint', lambda: cluster.endpoint(INSTANCE), 300)}")
     with step("Traefik on the stack's entry points, its router from Pangolin's HTTP provider"):
-        config = cluster.start_traefik(rig, routers=1)
+        cluster.start_traefik(rig, routers=1)
     with step("the pod Ready: its sshd serves the host key and certificate of its Secret"):
         _wait("the pod Ready", lambda: pod_ready(cluster.pod(INSTANCE)), 180)
     with step(f"ssh ssh-{INSTANCE} (StrictHostKeyChecking yes; known_hosts: the stack's @cert-authority line only)"):
-        say(f"    {_wait('ssh into the pod', lambda: cluster.ssh(config, INSTANCE), 30)}")
+        say(f"    {_wait('ssh into the pod', lambda: cluster.ssh(INSTANCE), 30)}")
 
 
 def run_cluster_demo(state: Path | None = None) -> int:

@@ -22,10 +22,10 @@ from kubernetes.client import ApiClient
 from ssh_gateway.core.names import DiscoverFrom
 from ssh_gateway.kube import api_client
 from ssh_gateway.local.control_plane import ControlPlane, start_control_plane, stop_control_plane
-from ssh_gateway.ops.reconcile.lease import LeaseLost, StackLease
+from ssh_gateway.ops.reconcile.lease import LastUp, LeaseLost, StackLease
 from ssh_gateway.ops.reconcile.reconciler import pod_gone
 from ssh_gateway.ops.reconcile.watch import StackWatch
-from ssh_gateway.ops.reconcile.worker import Action, StackWorker
+from ssh_gateway.ops.reconcile.worker import CLOCK_MARGIN, Action, StackWorker
 
 SELECTOR = {"ssh-gateway.io/expose": "true"}
 
@@ -269,7 +269,10 @@ def test_a_lease_taken_over_from_a_deleted_pod_clears_its_stack_lock_and_one_fro
         http.post(f"/api/v1/namespaces/{kube_namespace}/pods", json=pod("alive-0", {})).raise_for_status()
     stop = threading.Event()
     for old, gone in (("deleted-0", True), ("alive-0", False)):
-        lease(old).acquire(stop)  # taken for an up, then never renewed: its replica died, or is cut off
+        dead = lease(old)
+        dead.acquire(stop)  # an up of its own that succeeded, after the newcomer's change: recorded on the lease
+        dead.release(LastUp(started=time.time(), code=0, holder=old))
+        dead.acquire(stop)  # taken for an up, then never renewed: its replica died, or is cut off
         record = Record()
         newcomer = StackLease(
             api,
@@ -286,11 +289,47 @@ def test_a_lease_taken_over_from_a_deleted_pod_clears_its_stack_lock_and_one_fro
             log=record.log,
             host_gone=lambda host: pod_gone(api, kube_namespace, host),
         )
-        worker.run_once(["change"], time.time(), stop)
+        worker.run_once(["change"], time.time() - 10.0, stop)
         assert newcomer.taken_from == old
+        # Not covered by the last up recorded: the one its holder died in came after it, and left its lock.
+        assert [e for e, _ in record.events if e == "up-covered"] == [], record.events
+        assert [action for action, _ in record.calls] == ["recover", "up"], record.calls
         recover = [arguments for action, arguments in record.calls if action == "recover"]
         assert recover == [("--gone-host", old) if gone else ()], (old, record.calls)
         assert [f["holder_gone"] for e, f in record.events if e == "lease-taken-over"] == [gone]
+
+
+def test_an_up_that_started_between_two_waiting_changes_does_not_cover_the_later_one(
+    kube: ControlPlane, kube_namespace: str
+) -> None:
+    def lease(who: str) -> StackLease:
+        name = "ssh-gateway-reconcile-two-changes"
+        return StackLease(client_of(kube), namespace=kube_namespace, name=name, identity=who, stack_label="p.it")
+
+    stop = threading.Event()
+    other = lease("other")
+    other.acquire(stop)
+    record = Record()
+    worker = StackWorker("it", run_step=record.runner("b", 0.1), lease=lease("b"), log=record.log, debounce=0.05)
+    thread = threading.Thread(target=worker.run, args=(stop,))
+    thread.start()
+    try:
+        wait_for("the start pass waiting", lambda: any(e == "lease-wait" for e, _ in record.events))
+        worker.mark("alice")  # both wait for the next pass
+        time.sleep(CLOCK_MARGIN + 0.5)
+        other_started = time.time()  # the other replica's up, which saw alice, begins
+        time.sleep(0.5)
+        worker.mark("bob")  # after that up listed the cluster: only an up of this replica's sees bob
+        other.release(LastUp(started=other_started, code=0, holder="other"))
+        wait_for("a pass for bob", lambda: len(passes(record)) >= 2)
+    finally:
+        stop.set()
+        thread.join(30)
+    assert passes(record) == [("up-covered", "start"), ("up-start", "alice; bob")], record.events
+
+
+def passes(record: Record) -> list[tuple[str, str]]:
+    return [(str(e), str(f["reason"])) for e, f in record.events if e in ("up-start", "up-covered")]
 
 
 def test_two_replicas_resync_once_a_period_between_them(kube: ControlPlane, kube_namespace: str) -> None:

@@ -12,9 +12,10 @@ again after `RETRY`'s delay (2 s doubling to 5 min), a change or the resync; a r
 written, the same until a person acts) is logged once and waits for a change, the resync or a grace expiry.
 
 Around each `up`: the stack's Lease (lease.py), so that two replicas never run one stack's `up` at once; a
-replica that waited for it skips its `up` when the other's started after its changes and succeeded. Before the
-first `up` of a process, and after one that failed, `ssh-gateway recover` runs first: a run killed with -9 (a
-replica, a node) leaves a stale lock or pending operations, which recover's own rules settle.
+replica that waited for it skips its `up` when the other's started after its latest change and succeeded (never
+when it took the lease over from a holder that stopped renewing: that one died in an `up` it never recorded).
+Before the first `up` of a process, and after one that failed, `ssh-gateway recover` runs first: a run killed with
+-9 (a replica, a node) leaves a stale lock or pending operations, which recover's own rules settle.
 """
 
 from __future__ import annotations
@@ -83,8 +84,9 @@ class _Pending:
     """Changes not yet handed to an `up`."""
 
     reasons: list[str] = field(default_factory=list)
-    first_wall: float | None = None
-    """When the first of them was marked (seconds since the epoch): what another replica's `up` must postdate."""
+    last_wall: float | None = None
+    """When the latest of them was marked (seconds since the epoch): what another replica's `up` must postdate to
+    have seen them all (one that started between two of them saw only the first)."""
     first: float = 0.0
     last: float = 0.0
     """When the first and the latest were marked (monotonic)."""
@@ -140,9 +142,9 @@ class StackWorker:
         with self._cond:
             now = time.monotonic()
             if not self._pending.reasons:
-                self._pending.first, self._pending.first_wall = now, time.time()
+                self._pending.first = now
             self._pending.reasons.append(reason)
-            self._pending.last = now
+            self._pending.last, self._pending.last_wall = now, time.time()
             self.signals.waiting(len(self._pending.reasons))
             self._cond.notify_all()
 
@@ -172,7 +174,9 @@ class StackWorker:
             except LeaseLost:
                 return None
             self.signals.lease(held=True)
-            if last is not None and last.code == 0 and last.started > since + CLOCK_MARGIN:
+            # A lease taken over from a holder that stopped renewing covers nothing: the `up` it recorded is an
+            # earlier one, and the one it died in left a stack lock and pending operations for `recover`.
+            if last is not None and last.code == 0 and last.started > since + CLOCK_MARGIN and not lease.taken_from:
                 lease.release(None)
                 self.signals.lease(held=False)
                 self._needs_heal = False
@@ -256,7 +260,7 @@ class StackWorker:
     def _wait(
         self, stop: threading.Event, resync_at: float, expiry_at: float | None, retry_at: float | None = None
     ) -> tuple[list[str], float]:
-        """Blocks until a pass is due; its reasons and since when (seconds since the epoch) they wait."""
+        """Blocks until a pass is due; its reasons, and when the latest of them came (seconds since the epoch)."""
         with self._cond:
             while not stop.is_set():
                 now = time.monotonic()
@@ -271,7 +275,7 @@ class StackWorker:
             else:
                 return [], 0.0
             if self._pending.reasons:
-                reasons, since = self._pending.reasons, self._pending.first_wall or time.time()
+                reasons, since = self._pending.reasons, self._pending.last_wall or time.time()
             elif now >= resync_at:
                 # A resync asks for an `up` within the last period: another replica's, started since, covers it.
                 reasons, since = ["resync"], time.time() - self._resync

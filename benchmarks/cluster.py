@@ -41,7 +41,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from pangolin_emulator.harness import EmulatorHandle, running_emulator
 from ssh_gateway.core.log_events import LogEvent
@@ -91,21 +91,55 @@ class Cluster:
     plane: ControlPlane
 
     def create(self, namespace: str, body: Mapping[str, Any]) -> None:
+        """Creates `body`, a core object (a Service, a Pod), in `namespace`."""
         with self.plane.client() as api:
-            api.post(f"/api/v1/namespaces/{namespace}/services", json=body).raise_for_status()
+            api.post(f"/api/v1/namespaces/{namespace}/{body['kind'].lower()}s", json=body).raise_for_status()
 
     def delete(self, namespace: str, name: str) -> None:
         with self.plane.client() as api:
             api.delete(f"/api/v1/namespaces/{namespace}/services/{name}").raise_for_status()
 
-    def status(self, stack: str) -> dict[str, Any]:
+    def status(self, stack: str, namespace: str = NAMESPACE) -> dict[str, Any]:
         """The stack's status ConfigMap, each key's JSON decoded ({} before the first up wrote it)."""
         with self.plane.client() as api:
-            answer = api.get(f"/api/v1/namespaces/{NAMESPACE}/configmaps/{status_config_map_name(stack)}")
+            answer = api.get(f"/api/v1/namespaces/{namespace}/configmaps/{status_config_map_name(stack)}")
         if answer.status_code == 404:
             return {}
         answer.raise_for_status()
         return {key: json.loads(value) for key, value in (answer.json().get("data") or {}).items()}
+
+
+def endpoint_ports(status: Mapping[str, Any]) -> dict[str, int]:
+    """Each instance's port in a decoded status ConfigMap, once its endpoint is there (not while it is gone)."""
+    found: dict[str, int] = {}
+    for key, entry in status.items():
+        endpoint = entry.get("endpoint") or {}
+        if key.startswith("instance.") and "port" in endpoint and not entry.get("missingSince"):
+            found[key.removeprefix("instance.").removesuffix(".json")] = int(endpoint["port"])
+    return found
+
+
+def discovery_config(
+    emulator: EmulatorHandle,
+    plane: ControlPlane,
+    ports: tuple[int, int],
+    discovery: Mapping[str, Any],
+    *,
+    max_removals: int,
+    node_ip: str | None,
+) -> dict[str, Any]:
+    """A shard's stack: no instances in its file, `discovery` (with the `EXPOSE` selector) on the plane, its status
+    in `NAMESPACE`; NodePort Services at `node_ip`, else ClusterIP ones."""
+    kubernetes = {"namespace": NAMESPACE, "kubeconfig": str(plane.kubeconfig)}
+    return {
+        "ssh-gateway:pangolin": {"url": emulator.url, "orgId": emulator.org_id, "siteId": emulator.site_id},
+        "ssh-gateway:ports": {"range": f"{ports[0]}-{ports[1]}"},
+        "ssh-gateway:gateway": {"hostTemplate": "127.0.0.1"},
+        "ssh-gateway:firewall": {"enabled": False},
+        "ssh-gateway:instances": [],
+        "ssh-gateway:kubernetes": kubernetes | ({"nodeIp": node_ip} if node_ip else {}),
+        "ssh-gateway:discovery": {"selector": EXPOSE, "maxRemovals": max_removals, **discovery},
+    }
 
 
 def wait_until(what: str, check: Callable[[], bool], timeout: float, every: float = 0.1) -> float:
@@ -163,13 +197,7 @@ class Rig:
         self.sshds[name] = sshd
 
     def ports(self) -> dict[str, int]:
-        """Each instance's port in the stack's status ConfigMap, once its endpoint is there (not while it is gone)."""
-        found: dict[str, int] = {}
-        for key, entry in self.cluster.status(self.stack).items():
-            endpoint = entry.get("endpoint") or {}
-            if key.startswith("instance.") and "port" in endpoint and not entry.get("missingSince"):
-                found[key.removeprefix("instance.").removesuffix(".json")] = int(endpoint["port"])
-        return found
+        return endpoint_ports(self.cluster.status(self.stack))
 
     def port_of(self, name: str) -> int | None:
         return self.ports().get(name)
@@ -255,12 +283,22 @@ def reconciler_runs(log_file: Path) -> list[dict[str, Any]]:
 
 @dataclass
 class OnePath:
-    """When each step of one Service's path happened (seconds since the epoch): what the benchmark sees from
+    """When each step of one object's path happened (seconds since the epoch): what the benchmark sees from
     outside, polled; the reconciler's own steps come from its log."""
 
-    service: str
+    subject: str
+    """The object's name as the reconciler's reasons give it (`ssh-r0000`, a pod's `r0000-0`)."""
     created: float
     seen: dict[str, float] = field(default_factory=dict)
+    STEPS: ClassVar[Mapping[str, str]] = {
+        "status": "the status ConfigMap shows the endpoint",
+        "traefik": "Traefik holds the router on its entry point",
+        "ssh-try": "the ssh login that succeeds starts",
+        "ssh": "it has logged in through Traefik: reachable",
+        "pod-ready": "kwok has the pod Running and Ready",
+        "pod-endpoint": "the Service's EndpointSlice holds the pod's IP, ready",
+    }
+    """What `first` may record, as the breakdown names it."""
 
     def first(self, step: str) -> None:
         self.seen.setdefault(step, time.time())
@@ -283,21 +321,15 @@ class OnePath:
         return True
 
     def breakdown(self, log_file: Path) -> list[tuple[str, float]]:
-        """Each step and its seconds since the Service was created, in order."""
-        steps = {
-            "status": "the status ConfigMap shows the endpoint",
-            "traefik": "Traefik holds the router on its entry point",
-            "ssh-try": "the ssh login that succeeds starts",
-            "ssh": "it has logged in through Traefik: reachable",
-        }
-        found = [(steps[k], at) for k, at in self.seen.items()]
+        """Each step and its seconds since the object was created, in order."""
+        found = [(self.STEPS[k], at) for k, at in self.seen.items()]
         events = [e for e in reconciler_events(log_file) if e["at"] >= self.created - 1]
-        changes = (e for e in events if e["event"] == LogEvent.CHANGE and self.service in str(e.get("reason")))
+        changes = (e for e in events if e["event"] == LogEvent.CHANGE and self.subject in str(e.get("reason")))
         change = next(changes, None)
         if change is not None:
             found.append(("the reconciler's watch delivers the change", change["at"]))
         # The worker's `up` that took it (its reason names the Service), and that `up`'s own phases after it.
-        ups = (e for e in events if e["event"] == LogEvent.UP_START and self.service in str(e.get("reason")))
+        ups = (e for e in events if e["event"] == LogEvent.UP_START and self.subject in str(e.get("reason")))
         up = next(ups, None)
         if up is not None:
             found.append(("the worker starts ssh-gateway up (after its debounce and the Lease)", up["at"]))
@@ -315,13 +347,15 @@ class OnePath:
 
 
 @contextmanager
-def reconciler(stack: str, log_file: Path, *, skip_preview: bool) -> Iterator[None]:
-    extra = ["--skip-preview"] if skip_preview else []
-    process = ssh_gateway(
-        "ssh_gateway.ops", "reconcile", "--stack", stack, "--resync", "600", *extra, log_file=log_file
-    )
+def reconciler(
+    stacks: Iterable[str], log_file: Path, *, skip_preview: bool, extra: Iterable[str] = ()
+) -> Iterator[subprocess.Popen[bytes]]:
+    """`ssh-gateway reconcile` of `stacks`, a process of its own, stopped (SIGTERM) on the way out."""
+    options = [*(a for stack in stacks for a in ("--stack", stack)), "--resync", "600", *extra]
+    options += ["--skip-preview"] if skip_preview else []
+    process = ssh_gateway("ssh_gateway.ops", "reconcile", *options, log_file=log_file)
     try:
-        yield
+        yield process
     finally:
         process.terminate()
         try:
@@ -396,26 +430,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         plane.create_namespace(NAMESPACE)
         emulator = stack.enter_context(running_emulator(tmp / "emulator"))
         name = f"bench-cluster-{int(time.time())}"
-        ports = f"20000-{20000 + args.shard + args.burst + 40}"
-        config = {
-            "ssh-gateway:pangolin": {"url": emulator.url, "orgId": emulator.org_id, "siteId": emulator.site_id},
-            "ssh-gateway:ports": {"range": ports},
-            "ssh-gateway:gateway": {"hostTemplate": "127.0.0.1"},
-            "ssh-gateway:firewall": {"enabled": False},
-            "ssh-gateway:instances": [],
-            "ssh-gateway:kubernetes": {
-                "namespace": NAMESPACE,
-                "kubeconfig": str(plane.kubeconfig),
-                "nodeIp": "127.0.0.1",
-            },
-            "ssh-gateway:discovery": {
-                "from": "services",
-                "namespaces": [NAMESPACE],
-                "selector": EXPOSE,
-                "gracePeriod": args.grace,
-                "maxRemovals": args.burst + 5,
-            },
-        }
+        discovery = {"from": "services", "namespaces": [NAMESPACE], "gracePeriod": args.grace}
+        ports = (20000, 20000 + args.shard + args.burst + 40)
+        config = discovery_config(emulator, plane, ports, discovery, max_removals=args.burst + 5, node_ip="127.0.0.1")
         bench = open_program(name, emulator, config)
         stack.callback(bench.discard)
         client = ensure_client_keypair(tmp / "client" / "id_ed25519", "bench-cluster")
@@ -444,7 +461,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         rec_log = tmp / "reconcile.log"
         rows: dict[str, Any] = {"shard": args.shard, "burst": args.burst, "grace": args.grace, "first_up": first}
         rows["plus_one"] = plus_one
-        with reconciler(name, rec_log, skip_preview=args.skip_preview):
+        with reconciler([name], rec_log, skip_preview=args.skip_preview):
             settle(rec_log)
             runs_before = len(reconciler_runs(rec_log))
 
@@ -511,7 +528,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             # The option the issue asks to weigh: the reconciler's ups without pulumi's preview (the program runs
             # once per up instead of twice; the policy pack still runs). One pod again, same shard.
             fast_log = tmp / "reconcile-skip-preview.log"
-            with reconciler(name, fast_log, skip_preview=True):
+            with reconciler([name], fast_log, skip_preview=True):
                 settle(fast_log)
                 rig.serve("f0000", next(node_port))
                 began = time.perf_counter()

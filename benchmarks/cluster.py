@@ -264,11 +264,16 @@ def stack_output(stack: str, key: str) -> Any:
 
 
 def reconciler_events(log_file: Path) -> list[dict[str, Any]]:
-    """The reconciler's JSON log lines (its steps' among them), each with `at`: its `ts` in seconds since the epoch."""
-    events = []
+    """The reconciler's JSON log lines (its steps' among them), each with `at`: its `ts` in seconds since the epoch.
+    A line may follow pulumi's output on the same line (its progress dots end without a newline, and several `up`s
+    write into one log), so each is looked for anywhere in a line."""
+    events, decoder = [], json.JSONDecoder()
     for line in log_file.read_text(errors="replace").splitlines() if log_file.exists() else ():
+        start = line.find('{"ts"')
+        if start < 0:
+            continue
         try:
-            event = json.loads(line)
+            event, _ = decoder.raw_decode(line, start)
         except ValueError:
             continue
         if isinstance(event, dict) and "event" in event and "ts" in event:

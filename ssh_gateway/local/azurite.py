@@ -14,6 +14,7 @@ The tests (`running_azurite`, a context manager) and `ssh-gateway local-backend`
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sys
 import time
@@ -23,7 +24,6 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-from ssh_gateway.plumbing.loopback import free_port
 from ssh_gateway.plumbing.process import ManagedProcess, Probe, ProcessError, ProcessSpec, process_alive, stop_pid
 from ssh_gateway.plumbing.toolchain import REPO, ToolchainMissing, toolchain_binary
 
@@ -107,19 +107,22 @@ def start_azurite(
     detach: bool = False,
     timeout: float = 120.0,
 ) -> Azurite:
-    """Starts azurite-blob on 127.0.0.1 (a free port by default) with its data under `root`, creates `container`
-    and returns once it exists.
+    """Starts azurite-blob on 127.0.0.1 (on a free port it binds itself by default) with its data under `root`,
+    creates `container` and returns once it exists.
 
     `detach` puts the process in a session of its own, so it outlives the caller (`ssh-gateway local-backend`);
     otherwise it dies with the caller, even by SIGKILL. On any failure it is stopped again. Raises
     `ToolchainMissing` when the bootstrap has not installed it, `AzuriteError` when it does not come up.
     """
     binary = toolchain_binary("SSH_GATEWAY_AZURITE_BLOB")
-    port = port or free_port()
     root.mkdir(parents=True, exist_ok=True)
+    log = root / "azurite.log"
+    offset = log.stat().st_size if log.exists() else 0  # a restarted local backend appends to its log
     args = [
         "--blobHost=127.0.0.1",
-        f"--blobPort={port}",
+        # 0: azurite binds a free port and says which (`_listening_port`); a port picked here and bound there
+        # could be taken by another process in between.
+        f"--blobPort={port or 0}",
         f"--location={root / 'data'}",
         # Azurite rejects API versions newer than it knows; the CLI's Go SDK and the Python SDK move faster.
         "--skipApiVersionCheck",
@@ -129,14 +132,16 @@ def start_azurite(
         "--disableTelemetry",
     ]
     # The script execs node, so the pid is node's.
-    spec = ProcessSpec(name="azurite-blob", argv=(str(binary), *args), log=root / "azurite.log", error=AzuriteError)
+    spec = ProcessSpec(name="azurite-blob", argv=(str(binary), *args), log=log, error=AzuriteError)
     process = ManagedProcess(spec)
     started = time.monotonic()
-    with _container_client(port, container) as client:
-        pid = process.start(ready=_container_created(client), timeout=timeout, detach=detach)
+    pid = process.start(ready=_container_created(log, offset, container), timeout=timeout, detach=detach)
+    bound = _listening_port(log, offset)
+    if bound is None:  # the probe held only once it was there
+        raise AzuriteError(f"azurite-blob: no 'successfully listens on' line in {log}")
     return Azurite(
         root=root,
-        port=port,
+        port=bound,
         container=container,
         pid=pid,
         startup_seconds=time.monotonic() - started,
@@ -185,20 +190,37 @@ def _container_client(port: int, container: str) -> ContainerClient:
     )
 
 
-def _container_created(client: ContainerClient) -> Probe:
-    """Ready once the container exists: created here, or kept from before (a restarted local backend)."""
+def _listening_port(log: Path, offset: int) -> int | None:
+    """The port azurite-blob says it listens on, in what it logged after `offset`; None before it has."""
+    try:
+        with log.open("rb") as logged:
+            logged.seek(offset)
+            text = logged.read().decode(errors="replace")
+    except OSError:
+        return None
+    found = re.search(r"successfully listens on https?://127\.0\.0\.1:(\d+)", text)
+    return int(found.group(1)) if found else None
+
+
+def _container_created(log: Path, offset: int, container: str) -> Probe:
+    """Ready once azurite-blob listens (its log says where) and the container exists there: created here, or kept
+    from before (a restarted local backend)."""
     from azure.core.exceptions import ResourceExistsError, ServiceRequestError
 
     def look() -> str | None:
-        try:
-            client.create_container()
-        except ResourceExistsError:
-            pass
-        except ServiceRequestError as exc:  # not listening yet
-            return str(exc).splitlines()[0]
+        port = _listening_port(log, offset)
+        if port is None:
+            return f"no 'successfully listens on' line in {log} yet"
+        with _container_client(port, container) as client:
+            try:
+                client.create_container()
+            except ResourceExistsError:
+                pass
+            except ServiceRequestError as exc:  # not listening yet
+                return str(exc).splitlines()[0]
         return None
 
-    return Probe(f"create container {client.container_name}", look)
+    return Probe(f"create container {container}", look)
 
 
 # --- ssh-gateway local-backend ----------------------------------------------------------------------------------

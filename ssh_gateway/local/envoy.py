@@ -47,7 +47,6 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from ssh_gateway.core.connect import HCM_FILTER, HCM_TYPE, ROUTER_FILTER, ROUTER_TYPE, gateway_route_name
-from ssh_gateway.plumbing.loopback import free_port
 from ssh_gateway.plumbing.process import (
     ManagedProcess,
     PidFile,
@@ -68,7 +67,6 @@ __all__ = [
     "apply_istio_patches",
     "detached_envoy_pid",
     "envoy_binary",
-    "free_port",
     "gateway_bootstrap",
     "gateway_listener",
     "gateway_route_configuration",
@@ -265,7 +263,8 @@ def stop_detached_envoy(directory: Path, timeout: float = 10.0) -> bool:
 def gateway_bootstrap(
     listener: Mapping[str, Any], clusters: Mapping[str, int], admin_port: int, access_log: Path
 ) -> dict[str, Any]:
-    """The gateway pod's Envoy bootstrap: `listener`, a static loopback cluster per `clusters` entry, the admin."""
+    """The gateway pod's Envoy bootstrap: `listener`, a static loopback cluster per `clusters` entry, the admin
+    (port 0: Envoy binds a free one, see `EnvoyProcess.admin_port`)."""
     static_clusters = [
         {
             "name": name,
@@ -326,6 +325,21 @@ class EnvoyProcess:
     def bootstrap_file(self) -> Path:
         return self.directory / self.BOOTSTRAP
 
+    @property
+    def admin_port(self) -> int | None:
+        """The admin port Envoy bound, as it wrote it (`--admin-address-path`); None before it has.
+
+        The gateways' bootstraps ask for port 0, so that Envoy binds a free port itself: a port picked here and
+        bound there could be taken by another process in between."""
+        try:
+            return int(self._admin_address_file.read_text().strip().rpartition(":")[2])
+        except (OSError, ValueError):
+            return None
+
+    @property
+    def _admin_address_file(self) -> Path:
+        return self.directory / "admin-address"
+
     def running_pid(self) -> int | None:
         """The pid of this directory's Envoy, also one started detached by an earlier process; else None."""
         if self._process is not None and self._process.running():
@@ -347,7 +361,9 @@ class EnvoyProcess:
         stopped through its pid file; otherwise it dies with this process."""
         self.directory.mkdir(parents=True, exist_ok=True)
         self.configure()
+        self._admin_address_file.unlink(missing_ok=True)  # an earlier Envoy's
         argv = [str(envoy_binary()), "-c", str(self.bootstrap_file), "--log-path", str(self.log_file)]
+        argv += ["--admin-address-path", str(self._admin_address_file)]
         # Logs reach the file within 0.2 s (default 10 s), so a caller can read what Envoy just said.
         argv += ["--disable-hot-restart", "--concurrency", "1", "-l", "info", "--file-flush-interval-msec", "200"]
         spec = ProcessSpec(
@@ -412,7 +428,6 @@ class EnvoyGateway(EnvoyProcess):
     namespace: str = "istio-system"
     stream_idle_timeout: float | None = None
     other_virtual_hosts: Sequence[Mapping[str, Any]] = (WEB_VIRTUAL_HOST,)
-    admin_port: int = field(default_factory=free_port)
     listener: dict[str, Any] | None = field(default=None, init=False)
     route_configuration: dict[str, Any] = field(default_factory=dict, init=False)
 
@@ -443,7 +458,7 @@ class EnvoyGateway(EnvoyProcess):
         if self.listener is None:
             raise EnvoyError(f"the EnvoyFilters removed the gateway listener on port {self.port}")
         self.write_routes(self.route_configuration)
-        bootstrap = gateway_bootstrap(self.listener, self.clusters, self.admin_port, self.access_log)
+        bootstrap = gateway_bootstrap(self.listener, self.clusters, 0, self.access_log)
         self.bootstrap_file.write_text(json.dumps(bootstrap, indent=1))
 
     def write_routes(self, route_configuration: Mapping[str, Any], version: str = "1") -> None:
@@ -476,8 +491,11 @@ class EnvoyGateway(EnvoyProcess):
         return self
 
 
-def admin_get(admin_port: int, path: str) -> str | None:
-    """GET `path` on an Envoy's admin port on loopback; its body stripped, or None when it does not answer."""
+def admin_get(admin_port: int | None, path: str) -> str | None:
+    """GET `path` on an Envoy's admin port on loopback; its body stripped, or None when it does not answer (or
+    has no port yet)."""
+    if admin_port is None:
+        return None
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{admin_port}{path}", timeout=2) as response:
             return str(response.read().decode().strip())

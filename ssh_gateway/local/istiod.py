@@ -45,6 +45,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import time
 from collections.abc import Mapping
@@ -55,8 +56,7 @@ from typing import Any, ClassVar
 import httpx
 import yaml
 
-from ssh_gateway.plumbing.loopback import free_port
-from ssh_gateway.plumbing.process import ManagedProcess, ProcessError, ProcessSpec, http_ready, log_excerpt
+from ssh_gateway.plumbing.process import ManagedProcess, Probe, ProcessError, ProcessSpec, http_ready, log_excerpt
 from ssh_gateway.plumbing.toolchain import toolchain_binary
 
 from .control_plane import ControlPlane
@@ -133,16 +133,42 @@ class Istiod:
 
     directory: Path
     plane: ControlPlane
-    grpc_port: int = field(default_factory=free_port)
-    """Plaintext xDS (ADS) on 127.0.0.1."""
-    http_port: int = field(default_factory=free_port)
-    """Readiness (/ready) and the debug endpoints (/debug/...)."""
-    monitoring_port: int = field(default_factory=free_port)
     _process: ManagedProcess | None = field(default=None, init=False, repr=False)
+    _log_offset: int = field(default=0, init=False, repr=False)
 
     @property
     def log_file(self) -> Path:
         return self.directory / "istiod.log"
+
+    @property
+    def grpc_port(self) -> int:
+        """Plaintext xDS (ADS) on 127.0.0.1, as istiod bound it."""
+        return self._port_of("gRPC discovery")
+
+    @property
+    def http_port(self) -> int:
+        """Readiness (/ready) and the debug endpoints (/debug/...), as istiod bound it."""
+        return self._port_of("HTTP")
+
+    def _port_of(self, service: str) -> int:
+        port = self._bound_port(service)
+        if port is None:
+            raise IstiodError(f"istiod has not bound its {service} port yet: start it first{self.log_tail()}")
+        return port
+
+    def _bound_port(self, service: str) -> int | None:
+        """The port istiod says it bound for `service` in this start's log, None before it has.
+
+        Each address is port 0 on the command line, so that istiod binds a free port itself: a port picked here and
+        bound there could be taken by another process in between."""
+        try:
+            with self.log_file.open("rb") as logged:
+                logged.seek(self._log_offset)
+                text = logged.read().decode(errors="replace")
+        except OSError:
+            return None
+        found = re.search(rf"starting {service} service at 127\.0\.0\.1:(\d+)", text)
+        return int(found.group(1)) if found else None
 
     def command(self) -> list[str]:
         mesh = self.directory / "mesh.yaml"
@@ -157,9 +183,9 @@ class Istiod:
             f"--meshConfig={mesh}",
             f"--networksConfig={networks}",
             f"--clusterID={CLUSTER_ID}",
-            f"--grpcAddr=127.0.0.1:{self.grpc_port}",
-            f"--httpAddr=127.0.0.1:{self.http_port}",
-            f"--monitoringAddr=127.0.0.1:{self.monitoring_port}",
+            "--grpcAddr=127.0.0.1:0",
+            "--httpAddr=127.0.0.1:0",
+            "--monitoringAddr=127.0.0.1:0",
             # Empty: no TLS xDS port and no dedicated webhook port (there are no certificates for either).
             "--secureGRPCAddr=",
             "--httpsAddr=",
@@ -181,8 +207,17 @@ class Istiod:
             problems=_problem,
             error=IstiodError,
         )
+        self._log_offset = self.log_file.stat().st_size if self.log_file.exists() else 0  # the log is appended to
         self._process = ManagedProcess(spec)
-        self._process.start(ready=http_ready(f"http://127.0.0.1:{self.http_port}/ready"), timeout=timeout)
+        self._process.start(ready=Probe("istiod /ready", self._unready), timeout=timeout)
+
+    def _unready(self) -> str | None:
+        """None once istiod has bound both its ports and its /ready answers 200, else what is still missing."""
+        grpc, http = self._bound_port("gRPC discovery"), self._bound_port("HTTP")
+        if grpc is None or http is None:
+            return f"no 'starting ... service at' line yet for gRPC ({grpc}) and HTTP ({http}) in {self.log_file}"
+        ready = http_ready(f"http://127.0.0.1:{http}/ready")
+        return None if ready() else ready.last
 
     def stop(self, timeout: float = 15.0) -> None:
         process, self._process = self._process, None
@@ -213,7 +248,6 @@ class XdsGateway(EnvoyProcess):
     ip: str = "127.0.0.2"
     """The pod's IP as istiod sees it, not where Envoy listens (istiod's listeners bind 0.0.0.0); not 127.0.0.1,
     the WorkloadEntries' address (see the module docstring)."""
-    admin_port: int = field(default_factory=free_port)
 
     BOOTSTRAP: ClassVar[str] = "bootstrap.json"
 
@@ -242,7 +276,7 @@ class XdsGateway(EnvoyProcess):
                     "WORKLOAD_NAME": "istio-ingressgateway",
                 },
             },
-            "admin": {"address": {"socket_address": {"address": "127.0.0.1", "port_value": self.admin_port}}},
+            "admin": {"address": {"socket_address": {"address": "127.0.0.1", "port_value": 0}}},
             "dynamic_resources": {
                 "ads_config": {
                     "api_type": "GRPC",

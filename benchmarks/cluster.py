@@ -245,7 +245,13 @@ def ssh_gateway(*args: str, log_file: Path) -> subprocess.Popen[bytes]:
 
 def timed_up(stack: str, log_file: Path) -> float:
     began = time.perf_counter()
-    code = ssh_gateway("ssh_gateway.ops", "up", "--stack", stack, log_file=log_file).wait()
+    process = ssh_gateway("ssh_gateway.ops", "up", "--stack", stack, log_file=log_file)
+    try:
+        code = process.wait()
+    except BaseException:  # the benchmark stopped (SIGTERM, Ctrl-C): the up ends too, and ends what pulumi runs
+        process.terminate()
+        process.wait(timeout=120)
+        raise
     if code != 0:
         raise SystemExit(f"benchmark: ssh-gateway up --stack {stack} failed ({code}); see {log_file}")
     return time.perf_counter() - began

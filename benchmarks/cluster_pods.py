@@ -26,10 +26,12 @@ each, one status namespace, one reconciler with a `--stack` per shard.
 - the reconciler starts every stack's first pass at once (a worker each, nothing bounds them): 40 `up`s of 250 at
   once, more memory than this machine has. So the benchmark holds every stack's Lease, as a second replica would,
   and lets them go one at a time; each shard's first pass (recover, its first `up`) is timed;
-- the reconciler's own RSS (/proc) after each shard, its CPU over a quiet `--quiet` seconds watching every pod, and
-  the peak RSS of it with the `up`s it ran;
+- the reconciler's own RSS (/proc) after each shard, and the peak RSS of it with the `up`s it ran;
+- `--quiet` seconds with no change in the cluster: the reconciler's own CPU watching every pod, and the CPU of the
+  passes it runs meanwhile (each stack's resync, every `--resync` 600 s as the Deployment runs it);
 - complete listings by the program's reader: every shard's pods, one shard's, the stacks' status ConfigMaps;
-- a new pod in the last shard -> its endpoint, `--rounds` times, against the shard's one pod (a fleet of 250).
+- a new pod in the last shard -> its endpoint, `--rounds` times, against the shard's one pod (a fleet of 250),
+  with the other stacks' `up`s that ran beside each round counted.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ import argparse
 import json
 import math
 import os
+import signal
 import statistics
 import sys
 import tempfile
@@ -53,7 +56,6 @@ from typing import Any, Final
 import httpx
 
 from pangolin_emulator.harness import EmulatorHandle, running_emulator
-from ssh_gateway.core.log_events import LogEvent
 from ssh_gateway.core.names import DiscoverFrom, reconcile_lease_name, stack_label
 from ssh_gateway.kube import api_client, list_selected, read_statuses
 from ssh_gateway.local.cluster_nodes import GPU, SimulatedNode
@@ -70,7 +72,6 @@ from .cluster import (
     discovery_config,
     endpoint_ports,
     reconciler,
-    reconciler_events,
     reconciler_runs,
     settle,
     timed_up,
@@ -162,6 +163,8 @@ def wait_running(cluster: Cluster) -> float:
 
 @dataclass(frozen=True)
 class OnePod:
+    began: float
+    """When it was created (seconds since the epoch)."""
     seconds: float
     """From its create until the status ConfigMap shows its endpoint."""
     path: list[tuple[str, float]]
@@ -205,7 +208,7 @@ def one_pod(shard: Shard, name: str, rec: Running) -> OnePod:
     wait_until(f"{name}'s EndpointSlice", follow, 120)
     settle(rec.log)
     log(f"one pod {shard.namespace}/{name} -> endpoint: {seconds:.1f} s")
-    return OnePod(seconds, one.breakdown(rec.log), cpu.seconds())
+    return OnePod(one.created, seconds, one.breakdown(rec.log), cpu.seconds())
 
 
 class Standby:
@@ -247,8 +250,9 @@ def ready(port: int) -> bool:
         return False
 
 
-def passes(log_file: Path, stack: str, event: LogEvent = LogEvent.UP) -> list[dict[str, Any]]:
-    return [e for e in reconciler_events(log_file) if e["event"] == event and e.get("stack") == stack]
+def passes(log_file: Path, stack: str) -> list[dict[str, Any]]:
+    """The stack's finished `up`s in the reconciler's log."""
+    return [e for e in reconciler_runs(log_file) if e.get("stack") == stack]
 
 
 # --- the shard -----------------------------------------------------------------------------------------------
@@ -323,12 +327,15 @@ def shard_measured(args: argparse.Namespace, shard: Shard, emulator: EmulatorHan
             first.append(time.perf_counter() - began)
         return found == set(burst)
 
-    began = time.perf_counter()
-    for member in burst:
-        shard.cluster.create(shard.namespace, pod(member))
-    rows["burst_created_within"] = time.perf_counter() - began
-    wait_until("the burst's endpoints", all_there, 900)
-    rows["burst_last"], rows["burst_first"] = time.perf_counter() - began, first[0]
+    cpu = CpuByRole(rec.pid)
+    with sampled(cpu.sample, every=0.5):
+        began = time.perf_counter()
+        for member in burst:
+            shard.cluster.create(shard.namespace, pod(member))
+        rows["burst_created_within"] = time.perf_counter() - began
+        wait_until("the burst's endpoints", all_there, 900)
+        rows["burst_last"], rows["burst_first"] = time.perf_counter() - began, first[0]
+    rows["burst_cpu"] = cpu.seconds()
     settle(rec.log)
     rows["burst_ups"] = len(reconciler_runs(rec.log)) - runs_before
     rows["shared_ports"] = len(emulator.doubly_bound_ports())
@@ -354,11 +361,47 @@ class Fleet:
     """Each shard's first pass, from its Lease let go until the reconciler's `up` ended."""
     after_shard: list[Usage] = field(default_factory=list)
     tree_peak: int = 0
-    quiet_cpu: float = 0.0
-    """The reconciler's CPU over the quiet window, as a fraction of one core."""
+    resyncs: list[float] = field(default_factory=list)
+    """The seconds of each `up` the resync ran (every stack's, each `--resync` after its last pass) until the
+    rounds began."""
+    quiet: Quiet | None = None
     listings: dict[str, float] = field(default_factory=dict)
     one: list[OnePod] = field(default_factory=list)
+    beside: list[int] = field(default_factory=list)
+    """For each round, how many other stacks' `up`s ran at some moment of it (their resyncs)."""
     final: Usage | None = None
+
+
+@dataclass(frozen=True)
+class Quiet:
+    """The reconciler over a window with no change in the cluster: its own CPU, and that of the passes it ran."""
+
+    seconds: float
+    own: float
+    """Its own CPU, as a fraction of one core."""
+    passes: float
+    """The CPU of the `up`s it ran meanwhile (the resync's), in cores."""
+    ups: int
+    """`up`s that ended in the window."""
+
+
+def quiet_window(rec: Running, seconds: float) -> Quiet:
+    cpu = CpuByRole(rec.pid)
+    ended_before = len(reconciler_runs(rec.log))
+    began = time.perf_counter()
+    with sampled(cpu.sample, every=1.0):
+        time.sleep(seconds)
+    took = time.perf_counter() - began
+    by_role = cpu.seconds()
+    own = by_role.pop("the reconciler", 0.0)
+    return Quiet(took, own / took, sum(by_role.values()) / took, len(reconciler_runs(rec.log)) - ended_before)
+
+
+def others_running(rec: Running, stack: str, found: OnePod) -> int:
+    """Other stacks' `up`s that ran at some moment of the pod's round."""
+    end = found.began + found.seconds
+    ups = (e for e in reconciler_runs(rec.log) if e.get("stack") != stack)
+    return sum(1 for e in ups if e["at"] - float(e.get("seconds") or 0) < end and e["at"] > found.began)
 
 
 def fleet_rows(args: argparse.Namespace, tmp: Path) -> Fleet:
@@ -389,18 +432,24 @@ def fleet_rows(args: argparse.Namespace, tmp: Path) -> Fleet:
         wait_until("the fleet's reconciler ready", lambda: ready(port), 900)
         fleet.ready, fleet.listed = time.perf_counter() - began, usage(process.pid)
         log(f"the reconciler of {fleet.shards} stacks ready after {fleet.ready:.1f} s")
-        with sampled(lambda: tree_rss(process.pid), every=0.5) as tree:
-            for shard in shards:
-                fleet.first_passes.append(first_pass(shard, standby, rec_log, fleet.size))
-                fleet.after_shard.append(usage(process.pid))
-        fleet.tree_peak = int(max(tree, default=0))
-        before, began = usage(process.pid), time.perf_counter()
-        time.sleep(args.quiet)
-        fleet.quiet_cpu = (usage(process.pid).cpu - before.cpu) / (time.perf_counter() - began)
-        fleet.listings = listings(plane, [s.namespace for s in shards])
-        fleet.one = [one_pod(shards[-1], f"n{k:04d}", Running(rec_log, process.pid)) for k in range(args.rounds)]
-        fleet.final = usage(process.pid)
+        fleet_measured(args, fleet, shards, Running(rec_log, process.pid), standby)
     return fleet
+
+
+def fleet_measured(args: argparse.Namespace, fleet: Fleet, shards: list[Shard], rec: Running, standby: Standby) -> None:
+    """Each shard's first pass in turn, then the reconciler watching them all: quiet, listings, a new pod's rounds."""
+    with sampled(lambda: tree_rss(rec.pid), every=1.0) as tree:
+        for shard in shards:
+            fleet.first_passes.append(first_pass(shard, standby, rec.log, fleet.size))
+            fleet.after_shard.append(usage(rec.pid))
+    fleet.tree_peak = int(max(tree, default=0))
+    log(f"the reconciler watching them all: {args.quiet:.0f} s with no change")
+    fleet.quiet = quiet_window(rec, args.quiet)
+    fleet.listings = listings(shards[0].cluster.plane, [s.namespace for s in shards])
+    fleet.resyncs = [float(e["seconds"]) for e in reconciler_runs(rec.log) if e.get("reason") == "resync"]
+    fleet.one = [one_pod(shards[-1], f"n{k:04d}", rec) for k in range(args.rounds)]
+    fleet.beside = [others_running(rec, shards[-1].stack, found) for found in fleet.one]
+    fleet.final = usage(rec.pid)
 
 
 def fleet_stacks(
@@ -425,7 +474,7 @@ def first_pass(shard: Shard, standby: Standby, rec_log: Path, size: int) -> floa
     endpoint."""
     began = time.perf_counter()
     standby.release(shard.stack)
-    wait_until(f"{shard.stack}'s first pass", lambda: bool(passes(rec_log, shard.stack)), 1800, every=0.5)
+    wait_until(f"{shard.stack}'s first pass", lambda: bool(passes(rec_log, shard.stack)), 1800, every=2.0)
     took = time.perf_counter() - began
     code = passes(rec_log, shard.stack)[0].get("code")
     if code != 0 or len(shard.endpoints()) < size:
@@ -493,6 +542,10 @@ def report(rows: dict[str, Any], fleet: Fleet | None) -> str:
     if fleet is not None:
         lines += fleet_rows_text(fleet, one)
     lines += _path("one pod's path in the shard", rows["one"][0])
+    lines += [
+        "",
+        f"The burst's CPU seconds until its last endpoint (sampled every 0.5 s): {_by_role(rows['burst_cpu'])}",
+    ]
     if fleet is not None:
         lines += fleet_details(fleet)
     return "\n".join(lines)
@@ -502,13 +555,16 @@ def fleet_rows_text(fleet: Fleet, one: float) -> list[str]:
     total = fleet.shards * fleet.size
     final = fleet.final or Usage(0, 0, 0.0)
     new = _median(fleet.one)
+    quiet = fleet.quiet or Quiet(0.0, 0.0, 0.0, 0)
     return [
         f"| {total:,} pods in {fleet.shards} shards: the reconciler's resident memory | {_mib(final.rss)} (its peak "
         f"{_mib(final.peak)}) | <= 1 GiB |",
-        f"| a new pod's endpoint (shard {fleet.shards}) | {_each(fleet.one)} s; median {new:.1f} s = "
-        f"{new / one:.2f}x the same in a fleet of {fleet.size} | <= 2x |",
-        f"| the reconciler's CPU watching {total:,} pods (quiet) | {100 * fleet.quiet_cpu:.2f} % of a core | "
-        "(reported) |",
+        f"| a new pod's endpoint (shard {fleet.shards}) | {_each(fleet.one)} s (other stacks' resync `up`s "
+        f"running beside each: {', '.join(map(str, fleet.beside))}); median {new:.1f} s = {new / one:.2f}x the same "
+        f"in a fleet of {fleet.size} | <= 2x |",
+        f"| the reconciler's CPU watching {total:,} pods ({quiet.seconds:.0f} s, no change in the cluster) | its "
+        f"own {100 * quiet.own:.1f} % of a core; the resync's `up`s it ran meanwhile ({quiet.ups} ended) "
+        f"{quiet.passes:.2f} cores | (reported) |",
         f"| complete listings (the program's reader, medians of 3) | "
         f"{'; '.join(f'{what} {s:.2f} s' for what, s in fleet.listings.items())}; the reconciler's start until "
         f"/readyz (every namespace listed) {fleet.ready:.1f} s | (reported) |",
@@ -531,13 +587,20 @@ def fleet_details(fleet: Fleet) -> list[str]:
         + "; after shard "
         + ", ".join(f"{k}: {_mib(u.rss)}" for k, u in grown)
         + f"; CPU {fleet.after_shard[-1].cpu:.0f} s in all by then.",
+        f"Resync passes (`--resync` 600, every stack) before the rounds: {len(fleet.resyncs)}, their `up`s "
+        f"{sum(fleet.resyncs):.0f} s in all (median {statistics.median(fleet.resyncs or [0]):.1f} s).",
         *_path("a new pod's path in the fleet", fleet.one[0]),
     ]
 
 
+def _by_role(cpu: dict[str, float]) -> str:
+    shown = ", ".join(f"{role} {seconds:.1f}" for role, seconds in cpu.items() if seconds >= 0.05)
+    return f"{sum(cpu.values()):.1f} in all: {shown}"
+
+
 def _path(title: str, one: OnePod) -> list[str]:
     """The pod's path step by step, and the CPU of the reconciler's processes meanwhile, by role."""
-    cpu = ", ".join(f"{role} {seconds:.1f}" for role, seconds in one.cpu.items() if seconds >= 0.05)
+    cpu = _by_role(one.cpu)
     return [
         "",
         f"{title} (seconds since its create; the first round):",
@@ -545,7 +608,7 @@ def _path(title: str, one: OnePod) -> list[str]:
         "|---|---|",
         *(f"| {step} | {at:.2f} |" for step, at in one.path),
         "",
-        f"CPU seconds meanwhile ({sum(one.cpu.values()):.1f} in {one.seconds:.1f} s; sampled every 0.25 s): {cpu}",
+        f"CPU seconds in its {one.seconds:.1f} s (sampled every 0.25 s): {cpu}",
     ]
 
 
@@ -557,9 +620,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="one-pod rounds per row, their median (default: 3)")
     parser.add_argument("--fleet-shards", type=int, default=40, help="shards of the fleet; 0: none (default: 40)")
     parser.add_argument("--fleet-size", type=int, default=250, help="pods per fleet shard (default: 250)")
-    parser.add_argument("--quiet", type=float, default=60.0, help="seconds of the CPU window (default: 60)")
+    parser.add_argument("--quiet", type=float, default=120.0, help="seconds of the CPU window (default: 120)")
     parser.add_argument("--json", type=Path, help="also write the raw figures here")
     args = parser.parse_args()
+    # Stopped by SIGTERM, the run still stops what it started (the reconciler, the clusters) and drops its stacks.
+    signal.signal(signal.SIGTERM, lambda _signum, _frame: sys.exit(143))
     if args.shard < GPUS:
         parser.error(f"--shard {args.shard}: at least {GPUS}, so that its pods hold every GPU of the cluster")
     started = time.perf_counter()

@@ -22,6 +22,7 @@ T = TypeVar("T")
 ROLES: Final = (
     ("pulumi-language-python-exec", "the program"),
     ("langhost.py", "pulumi's language host"),
+    ("pulumi-language-python", "pulumi's language host"),
     ("pulumi-resource-kubernetes", "the kubernetes provider"),
     ("pulumi.dynamic", "the dynamic providers (Pangolin, ports, host keys)"),
     ("ssh_gateway.ops reconcile", "the reconciler"),

@@ -56,7 +56,7 @@ __all__ = ["NAMESPACE", "STACK", "ClusterRig", "run_cluster_demo", "start_cluste
 STACK = "demo-cluster"
 NAMESPACE = "gpu-users"
 INSTANCE = "alice"
-PORTS = "23000-23009"
+PORTS = "24500-24509"
 """Apart from scripts/demo's 40000-40019, and below the kernel's ephemeral ports (32768-60999 here): on a busy
 machine an outgoing connection's local port there can take an entry point's port before Traefik binds it."""
 _KEY_COMMENT = "ssh-gateway demo-cluster"

@@ -20,27 +20,15 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from contextlib import ExitStack
 from pathlib import Path
 from typing import Any
 
+from benchmarks.cluster import wait_until
 from ssh_gateway.core.names import LAST_UP_ANNOTATION, host_key_secret_name
 from ssh_gateway.local.node_pods import pod_ready
 from ssh_gateway.local.reconciler_install import STATUS_NAMESPACE
 from ssh_gateway.ops.tools.cluster_demo import NAMESPACE, STACK, ClusterRig, start_cluster_rig
-
-POLL = 0.1
-
-
-def _until(check: Callable[[], Any], timeout: float) -> float:
-    """Seconds until `check()` holds (polled every `POLL`)."""
-    began = time.monotonic()
-    while not check():
-        if time.monotonic() - began > timeout:
-            raise TimeoutError(f"not within {timeout:.0f}s")
-        time.sleep(POLL)
-    return time.monotonic() - began
 
 
 def _get(cluster: ClusterRig, path: str) -> dict[str, Any]:
@@ -54,9 +42,9 @@ def one_pod(cluster: ClusterRig, name: str) -> dict[str, float]:
     """A pod's path, in seconds since its creation: its Secret, Ready, the first ssh that gets in."""
     secret = f"/api/v1/namespaces/{NAMESPACE}/secrets/{host_key_secret_name(name)}"
     cluster.create_pod(name)
-    row = {"secret": _until(lambda: _get(cluster, secret), 300)}
-    row["ready"] = row["secret"] + _until(lambda: pod_ready(cluster.pod(name)), 180)
-    row["ssh"] = row["ready"] + _until(lambda: cluster.ssh(name), 30)
+    row = {"secret": wait_until("its Secret", lambda: bool(_get(cluster, secret)), 300)}
+    row["ready"] = row["secret"] + wait_until("Ready", lambda: pod_ready(cluster.pod(name)), 180)
+    row["ssh"] = row["ready"] + wait_until("ssh", lambda: cluster.ssh(name) is not None, 30)
     print(f"... {name}: " + ", ".join(f"{k} {v:.2f} s" for k, v in row.items()), file=sys.stderr, flush=True)
     return row
 
@@ -82,14 +70,16 @@ def holder_deleted(cluster: ClusterRig, name: str) -> float:
         last = _last_up(cluster)
         return bool(last) and last["holder"] != holder and last["started"] > deleted_at and last["code"] == 0
 
-    return _until(taken_over, 300)
+    return wait_until("the other replica's up", taken_over, 300)
 
 
 def run(pods: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="bench-pods-") as tmp, ExitStack() as rig:
         cluster = start_cluster_rig(rig, Path(tmp))
         status = f"/api/v1/namespaces/{STATUS_NAMESPACE}/configmaps/ssh-gateway-status-{STACK}"
-        _until(lambda: _get(cluster, status), 300)  # the first up (no pod yet): the stack's outputs exist
+        wait_until(
+            "the first up", lambda: bool(_get(cluster, status)), 300
+        )  # the first up (no pod yet): the stack's outputs exist
         cluster.start_traefik(rig, routers=0)
         rows = [one_pod(cluster, f"user{n}") for n in range(pods)]
         return {"pods": rows, "takeover": holder_deleted(cluster, "late")}

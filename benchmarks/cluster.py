@@ -339,11 +339,13 @@ class OnePath:
         change = next(changes, None)
         if change is not None:
             found.append(("the reconciler's watch delivers the change", change["at"]))
-        # The worker's `up` that took it (its reason names the Service), and that `up`'s own phases after it.
+        # The worker's `up` that took it (its reason names the object), and that `up`'s own phases after it: its
+        # stack's, as a reconciler of several stacks logs their `up`s into one log.
         ups = (e for e in events if e["event"] == LogEvent.UP_START and self.subject in str(e.get("reason")))
         up = next(ups, None)
         if up is not None:
             found.append(("the worker starts ssh-gateway up (after its debounce and the Lease)", up["at"]))
+            events = [e for e in events if e.get("stack") == up.get("stack")]
             wanted = [
                 (LogEvent.STACK_EXPORT, "ssh-gateway up's pulumi stack export ends"),
                 (LogEvent.PULUMI_UP_START, "its pulumi up starts"),

@@ -31,18 +31,11 @@ from ssh_gateway.local.reconciler_install import STATUS_NAMESPACE
 from ssh_gateway.ops.tools.cluster_demo import NAMESPACE, STACK, ClusterRig, start_cluster_rig
 
 
-def _get(cluster: ClusterRig, path: str) -> dict[str, Any]:
-    with cluster.plane.client() as api:
-        response = api.get(path)
-    found: dict[str, Any] = response.json() if response.status_code == 200 else {}
-    return found
-
-
 def one_pod(cluster: ClusterRig, name: str) -> dict[str, float]:
     """A pod's path, in seconds since its creation: its Secret, Ready, the first ssh that gets in."""
     secret = f"/api/v1/namespaces/{NAMESPACE}/secrets/{host_key_secret_name(name)}"
     cluster.create_pod(name)
-    row = {"secret": wait_until("its Secret", lambda: bool(_get(cluster, secret)), 300)}
+    row = {"secret": wait_until("its Secret", lambda: bool(cluster.get(secret)), 300)}
     row["ready"] = row["secret"] + wait_until("Ready", lambda: pod_ready(cluster.pod(name)), 180)
     row["ssh"] = row["ready"] + wait_until("ssh", lambda: cluster.ssh(name) is not None, 30)
     print(f"... {name}: " + ", ".join(f"{k} {v:.2f} s" for k, v in row.items()), file=sys.stderr, flush=True)
@@ -53,7 +46,7 @@ LEASE = f"/apis/coordination.k8s.io/v1/namespaces/{STATUS_NAMESPACE}/leases/ssh-
 
 
 def _last_up(cluster: ClusterRig) -> dict[str, Any]:
-    lease = _get(cluster, LEASE)
+    lease = cluster.get(LEASE)
     found: dict[str, Any] = json.loads(lease.get("metadata", {}).get("annotations", {}).get(LAST_UP_ANNOTATION, "{}"))
     return found
 
@@ -61,7 +54,7 @@ def _last_up(cluster: ClusterRig) -> dict[str, Any]:
 def holder_deleted(cluster: ClusterRig, name: str) -> float:
     """Seconds from deleting the Lease holder (right after pod `name` appeared) to the other replica's `up` done."""
     cluster.create_pod(name)
-    holder = _get(cluster, LEASE)["spec"]["holderIdentity"]
+    holder = cluster.get(LEASE)["spec"]["holderIdentity"]
     with cluster.plane.client() as api:
         api.delete(f"/api/v1/namespaces/{STATUS_NAMESPACE}/pods/{holder}?gracePeriodSeconds=0").raise_for_status()
     deleted_at = time.time()
@@ -78,7 +71,7 @@ def run(pods: int) -> dict[str, Any]:
         cluster = start_cluster_rig(rig, Path(tmp))
         status = f"/api/v1/namespaces/{STATUS_NAMESPACE}/configmaps/ssh-gateway-status-{STACK}"
         wait_until(
-            "the first up", lambda: bool(_get(cluster, status)), 300
+            "the first up", lambda: bool(cluster.get(status)), 300
         )  # the first up (no pod yet): the stack's outputs exist
         cluster.start_traefik(rig, routers=0)
         rows = [one_pod(cluster, f"user{n}") for n in range(pods)]

@@ -165,6 +165,10 @@ class ClusterRig:
         entry = (_get(self.plane, status).get("data") or {}).get(f"instance.{instance}.json")
         return entry and json.loads(entry).get("endpoint")
 
+    def get(self, path: str) -> dict[str, Any]:
+        """An object of the cluster as its API answers it; {} when it is not there (yet)."""
+        return _get(self.plane, path)
+
     def pod(self, instance: str) -> dict[str, Any]:
         return _get(self.plane, f"/api/v1/namespaces/{NAMESPACE}/pods/{instance}")
 

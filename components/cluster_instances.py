@@ -34,7 +34,7 @@ from ssh_gateway.core.names import (
 )
 from ssh_gateway.core.org import OrgView
 from ssh_gateway.core.settings import Settings
-from ssh_gateway.core.targets import STATUS_AWAIT_ANNOTATIONS
+from ssh_gateway.core.targets import IN_PLACE_ANNOTATIONS
 
 from .kubernetes_objects import ownership_annotations
 from .refused import StackRefused
@@ -127,7 +127,7 @@ def register_status(
             name=status_config_map_name(stack),
             namespace=settings.status_namespace,
             labels={MANAGED_BY_LABEL: MANAGED_BY, STACK_LABEL: stack_label(project, stack)},
-            annotations={**ownership_annotations(), **STATUS_AWAIT_ANNOTATIONS},
+            annotations={**ownership_annotations(), **IN_PLACE_ANNOTATIONS},
         ),
         data=data,
         opts=pulumi.ResourceOptions(provider=provider, depends_on=[instances[n] for n in names]),

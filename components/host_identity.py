@@ -20,6 +20,7 @@ from ssh_gateway.core.derived_identity import DerivedIdentity, derive_identity, 
 from ssh_gateway.core.host_identity import secret_files
 from ssh_gateway.core.issued_identity import IssuedIdentity
 from ssh_gateway.core.names import INSTANCE_LABEL, MANAGED_BY, MANAGED_BY_LABEL, Role, child_name, host_key_secret_name
+from ssh_gateway.core.targets import IN_PLACE_ANNOTATIONS
 from ssh_gateway.core.trust import plain_line
 
 from .kubernetes_objects import ownership_annotations
@@ -112,7 +113,7 @@ def _create_secret(
             name=host_key_secret_name(instance),
             namespace=place.namespace,
             labels={MANAGED_BY_LABEL: MANAGED_BY, INSTANCE_LABEL: instance},
-            annotations=ownership_annotations(),
+            annotations={**ownership_annotations(), **IN_PLACE_ANNOTATIONS},
         ),
         type="Opaque",
         string_data=data,

@@ -453,9 +453,11 @@ def _kubernetes_provider(settings: Settings) -> k8s.Provider | None:
         kubeconfig=kube.kubeconfig,
         context=kube.context,
         namespace=kube.namespace,
-        # The status ConfigMap is updated in place, never deleted and created again: a platform reading or
-        # watching the status finds it in every read (docs/cluster-instances.md, what an up waits for).
+        # The status ConfigMap and the host-key Secrets are updated in place, never deleted and created again: a
+        # platform reading or watching the status finds it in every read, a pod starting during a key's rotation
+        # finds its Secret (docs/cluster-instances.md, what an up waits for).
         enable_config_map_mutable=True,
+        enable_secret_mutable=True,
     )
 
 

@@ -9,8 +9,8 @@ from typing import Final
 from .names import service_name
 
 __all__ = [
+    "IN_PLACE_ANNOTATIONS",
     "SERVICE_AWAIT_ANNOTATIONS",
-    "STATUS_AWAIT_ANNOTATIONS",
     "ClusterIpTarget",
     "NodePortTarget",
     "ServiceSpec",
@@ -32,12 +32,14 @@ SERVICE_AWAIT_ANNOTATIONS: Final = {
 }
 """pulumi-kubernetes annotations of every ssh Service the stack makes."""
 
-# The status ConfigMap is updated in place (the provider's enableConfigMapMutable), by server-side apply under
-# the field manager its state names. One `recover` adopted carries a new manager's name, which then conflicts
-# with the killed run's on every changed key; the stack is the ConfigMap's only writer (its name is the stack's,
-# and a status the program never wrote is refused before anything runs), so its apply takes the fields over.
-STATUS_AWAIT_ANNOTATIONS: Final = {"pulumi.com/patchForce": "true"}
-"""pulumi-kubernetes annotations of the stack's status ConfigMap."""
+# The status ConfigMap and the host-key Secrets are updated in place (the provider's enableConfigMapMutable and
+# enableSecretMutable), by server-side apply under the field manager their state names. One `recover` adopted
+# carries a new manager's name, which then conflicts with the killed run's on every changed key; the stack is the
+# only writer of each (its name is the stack's, and one the program never wrote is refused before anything
+# runs), so its apply takes the fields over.
+IN_PLACE_ANNOTATIONS: Final = {"pulumi.com/patchForce": "true"}
+"""pulumi-kubernetes annotations of the objects the stack updates in place: its status ConfigMap and host-key
+Secrets."""
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -28,6 +28,7 @@ from pulumi import automation as auto
 from pangolin_emulator.harness import EmulatorHandle, running_emulator
 from ssh_gateway.core import host_identity as hi
 from ssh_gateway.core.names import HOST_CA_TYPE, HOST_KEY_ROOT_TYPE, HOST_KEY_TYPE, SECRET_TYPE, STACK_MARK
+from ssh_gateway.core.targets import IN_PLACE_ANNOTATIONS
 from ssh_gateway.local.control_plane import ControlPlane
 from ssh_gateway.local.sshd import ClientKey, ensure_client_keypair
 from ssh_gateway.local.sshd_identity import IdentitySshd, mount_secret
@@ -191,7 +192,8 @@ def test_issued_identities_survive_and_nothing_leaks(
     read_back = world.secret_files(namespace, "ssh-gpu-np-host-key")
     files, secret = read_back["files"], read_back["object"]
     assert sorted(files) == sorted(hi.SECRET_KEYS) and secret["type"] == "Opaque"
-    assert list(secret["metadata"]["annotations"]) == [STACK_MARK]  # no await to skip: the mark alone
+    # No await to skip: the mark, and the force of an object updated in place.
+    assert sorted(secret["metadata"]["annotations"]) == sorted([STACK_MARK, *IN_PLACE_ANNOTATIONS])
     # The Secret holds a key and certificate that belong together, signed by the stack's CA, and the key the
     # stack publishes (hostKeys); no resource per instance holds them (they are derived from the stack's root).
     world.private_keys.add(files[hi.HOST_KEY_FILE])

@@ -9,6 +9,7 @@ relays (ssh_gateway/local/node_relay.py). Needs root (the real node)."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import time
@@ -148,21 +149,13 @@ def test_two_replicas_in_the_cluster_converge_and_take_over_a_deleted_holders_st
     # grace period (SIGKILLed mid-up instead: the test below).
     with kube.client() as api:
         api.delete(f"/api/v1/namespaces/{STATUS_NS}/pods/{holder}?gracePeriodSeconds=0").raise_for_status()
-    deleted, deleted_at = time.monotonic(), time.time()
+    deleted = time.time()
 
-    def taken_over() -> bool:
-        last = json.loads(lease(kube, stack).get("metadata", {}).get("annotations", {}).get(LAST_UP_ANNOTATION, "{}"))
-        return bool(last) and last["holder"] != holder and last["started"] > deleted_at and last["code"] == 0
-
-    wait_for("the other replica's up", taken_over, 240)
-    print(f"holder {holder} deleted -> the other replica's up completed: {time.monotonic() - deleted:.1f} s")
+    wait_for("the other replica's up", lambda: taken_over(kube, stack, holder, deleted), 240)
+    print(f"holder {holder} deleted -> the other replica's up completed: {time.time() - deleted:.1f} s")
     assert endpoint(kube, stack, "bob") and endpoint(kube, stack, "alice")
-    survivors = [p["metadata"]["name"] for p in get(kube, f"/api/v1/namespaces/{STATUS_NS}/pods")["items"]]
-    print("after the deletion:", {p: events(kubelet_node.logs(STATUS_NS, p)) for p in survivors})
-    resources = emulator.state()["resources"]
-    assert sorted(r["name"] for r in resources) == [f"ssh-gateway/{stack.name}/alice", f"ssh-gateway/{stack.name}/bob"]
-    ports = [r["proxyPort"] for r in resources]
-    assert len(ports) == len(set(ports)), ports
+    print("after the deletion:", replica_events(kube, kubelet_node))
+    assert_healed(stack, emulator, ["alice", "bob"])
     assert len(emulator.state()["targets"]) == 2
 
 
@@ -183,44 +176,78 @@ def in_pulumi_up_for(kubelet_node: KubeletNode, replica: str, pod_name: str) -> 
     return bool(starts) and any('"event": "pulumi-up-start"' in line for line in lines[starts[0] :])
 
 
-def test_a_holder_killed_mid_up_is_taken_over_recovered_and_its_stack_keeps_its_host_ca(
+def test_a_holder_killed_in_the_stacks_first_up_then_in_a_later_one_is_taken_over_and_healed(
     installed: tuple[auto.Stack, str], kube: ControlPlane, kubelet_node: KubeletNode, emulator: EmulatorHandle
 ) -> None:
-    """Not the stack's first `up` (that one writes its checkpoint once, at the end): the stack holds alice and its
-    host CA when the holder of bob's `up` is SIGKILLed; the replica that takes the Lease over must not take the
-    dead holder's earlier `up` for one that covered bob (issue 37), and must recover its lock."""
+    """The holder SIGKILLed twice. First in the stack's first `up`, right after it made alice's Service: that `up`
+    writes its checkpoint once, at the end, so the state holds nothing, and the replica that takes over must
+    adopt what exists (`recover`) and update it, not make it again or replace it. Then in bob's `up`, with alice
+    and the host CA in the state: the replica that takes the Lease over must not take the dead holder's earlier
+    `up` for one that covered bob (issue 37), and must recover its lock."""
     stack, ns = installed
-    wait_for("two Ready replicas", lambda: get(kube, DEPLOYMENT)["status"].get("readyReplicas") == 2, 300)
-    with kube.client() as api:
+    with kube.client() as api:  # before the replicas' first pass, which is then the stack's first up
         api.post(f"/api/v1/namespaces/{ns}/pods", json=pod("alice")).raise_for_status()
-    made = time.time()
-    wait_for("an up after alice's pod, done", lambda: last_up(kube, stack).get("started", 0) > made, 300)
-    assert last_up(kube, stack)["code"] == 0 and endpoint(kube, stack, "alice")
+    holder = wait_for("an up holding the Lease", lambda: lease(kube, stack).get("spec", {}).get("holderIdentity"), 300)
+    service = f"/api/v1/namespaces/{ns}/services/ssh-alice"
+    made = wait_for("alice's Service, made by the first up", lambda: get(kube, service), 120)
+    killed = kill_replica(kubelet_node, kube, holder)
+    wait_for("the other replica's recover and up", lambda: taken_over(kube, stack, holder, killed), 240)
+    print(f"\nholder {holder} SIGKILLed in the first up -> the other's up completed: {time.time() - killed:.1f} s")
+    assert_taken_over_from_a_dead_holder(replica_events(kube, kubelet_node))
+    assert endpoint(kube, stack, "alice")
+    # Adopted and updated, not made again: its NodePort, the Pangolin target, stays.
+    assert get(kube, service)["metadata"]["uid"] == made["metadata"]["uid"]
+    assert_healed(stack, emulator, ["alice"])
     ca = host_ca(stack)
 
     with kube.client() as api:
         api.post(f"/api/v1/namespaces/{ns}/pods", json=pod("bob")).raise_for_status()
     holder = wait_for("an up holding the Lease", lambda: lease(kube, stack).get("spec", {}).get("holderIdentity"), 60)
     wait_for("bob's pulumi up", lambda: in_pulumi_up_for(kubelet_node, holder, f"{ns}/bob-0"), 120)
-    time.sleep(3.0)  # into its steps: bob's creates pending in the state
-    kubelet_node.kill_pod(STATUS_NS, holder)
-    with kube.client() as api:  # gone, as the API server deletes the pod of a lost node once it is forced
-        api.delete(f"/api/v1/namespaces/{STATUS_NS}/pods/{holder}?gracePeriodSeconds=0").raise_for_status()
-    killed = time.time()
-
-    def taken_over() -> bool:
-        last = last_up(kube, stack)
-        return bool(last) and last["holder"] != holder and last["started"] > killed and last["code"] == 0
-
-    wait_for("the other replica's recover and up", taken_over, 240)
-    print(f"\nholder {holder} SIGKILLed mid-up -> the other replica's up completed: {time.time() - killed:.1f} s")
-    survivors = [p["metadata"]["name"] for p in get(kube, f"/api/v1/namespaces/{STATUS_NS}/pods")["items"]]
-    print("after the kill:", {p: events(kubelet_node.logs(STATUS_NS, p)) for p in survivors})
+    wait_for("bob's Service", lambda: get(kube, f"/api/v1/namespaces/{ns}/services/ssh-bob"), 120)
+    killed = kill_replica(kubelet_node, kube, holder)  # bob's Secret, Pangolin resource and status yet to come
+    wait_for("the other replica's recover and up", lambda: taken_over(kube, stack, holder, killed), 240)
+    print(f"holder {holder} SIGKILLed in a later up -> the other's up completed: {time.time() - killed:.1f} s")
+    assert_taken_over_from_a_dead_holder(replica_events(kube, kubelet_node))
     assert endpoint(kube, stack, "bob") and endpoint(kube, stack, "alice")
     assert host_ca(stack) == ca  # never silently re-drawn: every user's @cert-authority line still holds
+    assert_healed(stack, emulator, ["alice", "bob"])
+
+
+def kill_replica(kubelet_node: KubeletNode, kube: ControlPlane, replica: str) -> float:
+    """SIGKILL of the replica's containers, then its pod deleted, as the API server deletes the pod of a lost
+    node once it is forced; the time of the kill."""
+    kubelet_node.kill_pod(STATUS_NS, replica)
+    with kube.client() as api:
+        api.delete(f"/api/v1/namespaces/{STATUS_NS}/pods/{replica}?gracePeriodSeconds=0").raise_for_status()
+    return time.time()
+
+
+def taken_over(kube: ControlPlane, stack: auto.Stack, holder: str, killed: float) -> bool:
+    """Whether another replica than `holder` finished an `up` it started after `killed`, and it succeeded."""
+    last = last_up(kube, stack)
+    return bool(last) and last["holder"] != holder and last["started"] > killed and last["code"] == 0
+
+
+def replica_events(kube: ControlPlane, kubelet_node: KubeletNode) -> dict[str, list[dict[str, Any]]]:
+    replicas = [p["metadata"]["name"] for p in get(kube, f"/api/v1/namespaces/{STATUS_NS}/pods")["items"]]
+    return {p: events(kubelet_node.logs(STATUS_NS, p)) for p in replicas}
+
+
+def assert_taken_over_from_a_dead_holder(events_by_replica: dict[str, list[dict[str, Any]]]) -> None:
+    """A replica's log shows it took the Lease over from a holder that stopped renewing, then recovered: the kill
+    landed in the holder's `up`, not after it."""
+    print("after the kill:", events_by_replica)
+    gone, recovered = {"event": "lease-taken-over", "holder_gone": True}, {"event": "recover", "code": 0}
+    pairs = [pair for found in events_by_replica.values() for pair in itertools.pairwise(found)]
+    assert (gone, recovered) in pairs, events_by_replica
+
+
+def assert_healed(stack: auto.Stack, emulator: EmulatorHandle, instances: list[str]) -> None:
+    """No pending operation; one Pangolin resource per instance, on ports bound once."""
     deployment = stack.export_stack().deployment or {}
     assert deployment.get("pending_operations") in (None, []), deployment.get("pending_operations")
     resources = emulator.state()["resources"]
-    assert sorted(r["name"] for r in resources) == [f"ssh-gateway/{stack.name}/alice", f"ssh-gateway/{stack.name}/bob"]
+    assert sorted(r["name"] for r in resources) == [f"ssh-gateway/{stack.name}/{i}" for i in instances]
     ports = [r["proxyPort"] for r in resources]
     assert len(ports) == len(set(ports)), ports

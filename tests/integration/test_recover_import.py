@@ -87,6 +87,13 @@ def _names(kube: ControlPlane, namespace: str, kind: str) -> list[str]:
     return sorted(item["metadata"]["name"] for item in items)
 
 
+def _uids(kube: ControlPlane, namespace: str, kind: str) -> dict[str, str]:
+    """Each object's name -> its uid, which a replacement (delete, then create) changes."""
+    with kube.client() as api:
+        items = api.get(f"/api/v1/namespaces/{namespace}/{kind}").raise_for_status().json()["items"]
+    return {item["metadata"]["name"]: item["metadata"]["uid"] for item in items}
+
+
 def _held_names(stack: auto.Stack, type_: str) -> list[str]:
     """The object names of the stack's state entries of `type_` (a Kubernetes kind's, or an NSG rule's)."""
     found = []
@@ -253,6 +260,7 @@ def test_a_kill_of_a_first_up_without_checkpoints_right_after_a_service_create_i
 
     assert _names(kube, ns, "services") == ["ssh-gpu-c"]
     assert _held_names(stack, SERVICE_TYPE) == [] and _pending(stack) == []
+    made = _uids(kube, ns, "services") | _uids(kube, ns, "secrets")
 
     report, text = _recover_then_up(stack)
 
@@ -269,6 +277,9 @@ def test_a_kill_of_a_first_up_without_checkpoints_right_after_a_service_create_i
     assert result.clean, result
     assert _held_names(stack, SERVICE_TYPE) == _names(kube, ns, "services") == ["ssh-gpu-c"]
     assert _held_names(stack, SECRET_TYPE) == _names(kube, ns, "secrets") == ["ssh-gpu-c-host-key"]
+    # Adopted and updated, never replaced: the Service keeps its NodePort (the Pangolin target), the Secret never
+    # leaves its pod without a key.
+    assert _uids(kube, ns, "services") | _uids(kube, ns, "secrets") == made
     stack.preview(expect_no_changes=True)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from typing import Any
+from unittest.mock import ANY
 
 import pulumi
 import pytest
@@ -23,7 +24,7 @@ from ssh_gateway.core.names import (
 from ssh_gateway.core.org import OrgView
 from ssh_gateway.core.settings import parse_settings
 from ssh_gateway.core.stack_plan import plan_stack
-from ssh_gateway.core.targets import SERVICE_AWAIT_ANNOTATIONS
+from ssh_gateway.core.targets import IN_PLACE_ANNOTATIONS, SERVICE_AWAIT_ANNOTATIONS
 from ssh_gateway.ops.tools.host_identity_files import InstanceRefused, identity_files
 from tests.host_keys import checked_secret_files
 from tests.mocks import revealed
@@ -222,7 +223,7 @@ def test_each_instance_gets_a_certified_key_and_service_targets_a_secret(mocks: 
     secret = secrets["ssh-gpu-01-host-key"]
     assert secret.name == "gpu-01-host-key-secret" and secret.inputs["type"] == "Opaque"
     assert secret.inputs["metadata"]["namespace"] == "gpu"
-    assert list(secret.inputs["metadata"]["annotations"]) == [STACK_MARK]  # the owner's mark, no skip-await
+    assert secret.inputs["metadata"]["annotations"] == {STACK_MARK: ANY, **IN_PLACE_ANNOTATIONS}  # no skip-await
     files = revealed(secret.inputs["stringData"])
     assert sorted(files) == sorted(hi.SECRET_KEYS)
     public = files[hi.HOST_PUBLIC_KEY_FILE].strip()
@@ -337,21 +338,23 @@ def test_rendered_manifests_get_no_secret_and_the_command_derives_the_identity(m
 
 def test_only_the_service_skips_the_readiness_wait(mocks: RecordingMocks) -> None:
     # The Service is published before its pod runs (a Pending GPU pod never holds the up); a Secret has no
-    # await logic to skip, so it carries the stack's mark alone.
+    # await logic to skip: it carries the stack's mark and the force of an object updated in place.
     run_program(settings(kubernetes={"namespace": "gpu", "nodeIp": "10.0.0.4"}))
     (service, *_) = mocks.of_type("kubernetes:core/v1:Service")
     assert service.inputs["metadata"]["annotations"].items() >= SERVICE_AWAIT_ANNOTATIONS.items()
     secrets = mocks.of_type(SECRET_TYPE)
     assert secrets
     for secret in secrets:
-        assert list(secret.inputs["metadata"]["annotations"]) == [STACK_MARK]
+        assert secret.inputs["metadata"]["annotations"] == {STACK_MARK: ANY, **IN_PLACE_ANNOTATIONS}
 
 
-def test_config_maps_are_updated_in_place(mocks: RecordingMocks) -> None:
-    # The status ConfigMap (tests/unit/test_program_discovery.py checks its force annotation) is never replaced.
+def test_config_maps_and_secrets_are_updated_in_place(mocks: RecordingMocks) -> None:
+    # The status ConfigMap (tests/unit/test_program_discovery.py checks its force annotation) and the host-key
+    # Secrets are never replaced for a change of their data.
     run_program(settings(kubernetes={"namespace": "gpu", "nodeIp": "10.0.0.4"}))
     [provider] = mocks.of_type("pulumi:providers:kubernetes")
     assert provider.inputs["enableConfigMapMutable"] == "true"  # provider inputs are strings
+    assert provider.inputs["enableSecretMutable"] == "true"
 
 
 def test_the_host_key_does_not_depend_on_port_target_or_routing(mocks: RecordingMocks) -> None:

@@ -21,7 +21,12 @@ So `adopt`:
    someone else's, never adopted by its name alone (reported as `foreign`);
 4. imports those in one `pulumi import --file`, each under the URN, parent and provider the program gives it,
    unprotected; parents and providers the state lacks (after a run without checkpoints: all) are first put
-   into the state as the program registers them.
+   into the state as the program registers them;
+5. narrows each imported Kubernetes object's recorded inputs to the fields the program sets, as a finished
+   create would have recorded them: an import records every field of the live object, the API server's
+   defaults too (a Service's `clusterIP`, its `nodePort`), and the program, which sets none of them, would
+   then plan to remove them, and a `clusterIP` removed forces pulumi-kubernetes to replace the Service (a new
+   NodePort, the Pangolin target moved, the Secret's pod briefly without its key).
 
 The next `up` then updates what differs instead of creating. Pangolin resources need none of this: their
 provider adopts a resource of the same name on create.
@@ -166,8 +171,11 @@ def adopt(stack: str, project: str, work_dir: Path, env: Mapping[str, str]) -> l
     if adopted:
         missing = _missing_ancestors(planned, adopted)
         if missing:
-            _scaffold(stack, work_dir, env, missing)
+            _edit_state(stack, work_dir, env, lambda resources: _scaffold(resources, missing))
         _import(stack, work_dir, env, _import_file(planned, adopted))
+        shapes = {urn: planned[urn].inputs for urn in adopted if planned[urn].type in _KUBERNETES_TYPES}
+        if shapes:
+            _edit_state(stack, work_dir, env, lambda resources: _narrow_inputs(resources, shapes))
     return found
 
 
@@ -327,31 +335,66 @@ def _missing_ancestors(planned: Mapping[str, Step], adopted: Iterable[str]) -> l
     return list(missing.values())
 
 
-def _scaffold(stack: str, work_dir: Path, env: Mapping[str, str], missing: list[Step]) -> None:
-    """Put the root stack, the components and the providers the imports need into the state, as the program
-    registers them. An import names its parent and provider, which must be in the state already; a component
-    is only its URN and parent, a provider its inputs (kept secret: a kubeconfig may be one) and an id."""
+def _edit_state(
+    stack: str, work_dir: Path, env: Mapping[str, str], edit: Callable[[list[dict[str, Any]]], None]
+) -> None:
+    """The state's resources exported, changed in place by `edit`, and imported again. Secrets stay encrypted:
+    no edit reads one."""
     with tempfile.TemporaryDirectory(prefix="ssh-gateway-adopt-") as scratch:
         path = Path(scratch) / "deployment.json"
         _run(["stack", "export", "--stack", stack, "--file", str(path)], work_dir, env)
         document = json.loads(path.read_text())
         deployment = document["deployment"]
         resources: list[dict[str, Any]] = list(deployment.get("resources") or [])
-        held = {r["urn"] for r in resources}
-        for resource in missing:
-            if resource.urn in held:
-                continue
-            entry: dict[str, Any] = {"urn": resource.urn, "custom": False, "type": resource.type}
-            if resource.parent:
-                entry["parent"] = resource.parent
-            if resource.type.startswith("pulumi:providers:"):
-                # The engine's own keys (`version`, `__internal`) stay as they are; the rest is the user's config.
-                inputs = {k: v if _engine_key(k) else _secret(v) for k, v in resource.inputs.items()}
-                entry |= {"custom": True, "id": str(uuid.uuid4()), "inputs": inputs, "outputs": inputs}
-            resources.append(entry)
+        edit(resources)
         deployment["resources"] = resources
         path.write_text(json.dumps(document))
         _run(["stack", "import", "--stack", stack, "--file", str(path)], work_dir, env)
+
+
+def _scaffold(resources: list[dict[str, Any]], missing: list[Step]) -> None:
+    """Put the root stack, the components and the providers the imports need into the state's `resources`, as
+    the program registers them. An import names its parent and provider, which must be in the state already; a
+    component is only its URN and parent, a provider its inputs (kept secret: a kubeconfig may be one) and an id."""
+    held = {r["urn"] for r in resources}
+    for resource in missing:
+        if resource.urn in held:
+            continue
+        entry: dict[str, Any] = {"urn": resource.urn, "custom": False, "type": resource.type}
+        if resource.parent:
+            entry["parent"] = resource.parent
+        if resource.type.startswith("pulumi:providers:"):
+            # The engine's own keys (`version`, `__internal`) stay as they are; the rest is the user's config.
+            inputs = {k: v if _engine_key(k) else _secret(v) for k, v in resource.inputs.items()}
+            entry |= {"custom": True, "id": str(uuid.uuid4()), "inputs": inputs, "outputs": inputs}
+        resources.append(entry)
+
+
+_KUBERNETES_TYPES: Final = frozenset({SERVICE_TYPE, SECRET_TYPE, STATUS_TYPE})
+"""The adoptable types whose provider diffs the live object, pruned to the recorded inputs, against the program's."""
+
+
+def _narrow_inputs(resources: list[dict[str, Any]], shapes: Mapping[str, Mapping[str, Any]]) -> None:
+    """Each imported object's recorded inputs (`inputs`, and the copy pulumi-kubernetes keeps in its outputs'
+    `__inputs`) cut to the fields the program sets (`shapes`: its planned inputs by URN), values kept."""
+    for resource in resources:
+        shape = shapes.get(resource["urn"])
+        if shape is None:
+            continue
+        resource["inputs"] = _narrowed(resource.get("inputs") or {}, shape)
+        outputs = resource.get("outputs") or {}
+        if "__inputs" in outputs:
+            outputs["__inputs"] = _narrowed(outputs["__inputs"], shape)
+
+
+def _narrowed(held: Any, shape: Any) -> Any:
+    """`held` without the keys `shape` lacks, in every object and in lists of the same length. A secret is a leaf
+    (its envelope's keys are not the object's); so is a value where the shape has none to compare."""
+    if isinstance(held, dict) and isinstance(shape, dict) and SECRET_SIG_KEY not in held | shape:
+        return {k: _narrowed(v, shape[k]) for k, v in held.items() if k in shape or k.startswith("__")}
+    if isinstance(held, list) and isinstance(shape, list) and len(held) == len(shape):
+        return [_narrowed(v, s) for v, s in zip(held, shape, strict=True)]
+    return held
 
 
 def _engine_key(key: str) -> bool:

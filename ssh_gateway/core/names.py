@@ -21,6 +21,7 @@ __all__ = [
     "CONNECT_ENTRY",
     "CONNECT_ENTRY_TYPE",
     "CONNECT_INSTANCE_TYPE",
+    "DEAD_HOLDERS_ANNOTATION",
     "DISCOVERY_ANNOTATED_KEYS",
     "DISCOVERY_PREFIX",
     "ENVOY_FILTER_TYPE",
@@ -401,6 +402,10 @@ def reconcile_lease_name(stack: str) -> str:
 
 LAST_UP_ANNOTATION: Final = f"{DISCOVERY_PREFIX}last-up"
 """The annotation of a stack's Lease recording the last `up` run under it: when it started, its exit code, who."""
+
+DEAD_HOLDERS_ANNOTATION: Final = f"{DISCOVERY_PREFIX}dead-holders"
+"""The annotation of a stack's Lease naming the holders it was taken over from (they stopped renewing mid-`up`)
+since the last `up` that succeeded: each may have left a stack lock that only `recover --gone-host` clears."""
 
 
 def status_instance_key(instance: str) -> str:

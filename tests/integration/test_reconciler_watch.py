@@ -299,6 +299,39 @@ def test_a_lease_taken_over_from_a_deleted_pod_clears_its_stack_lock_and_one_fro
         assert [f["holder_gone"] for e, f in record.events if e == "lease-taken-over"] == [gone]
 
 
+def test_a_takeover_whose_taker_dies_before_its_up_names_both_dead_holders_to_recover(
+    kube: ControlPlane, kube_namespace: str
+) -> None:
+    api = client_of(kube)
+
+    def lease(who: str) -> StackLease:
+        name = "ssh-gateway-reconcile-chain-stack"
+        return StackLease(api, namespace=kube_namespace, name=name, identity=who, stack_label="p.it", seconds=2)
+
+    stop = threading.Event()
+    lease("first-0").acquire(stop)  # taken for an up, then never renewed: its replica died (its pod is gone)
+    second = lease("second-0")
+    second.acquire(stop)  # taken over once expired; this replica dies too, before its recover ran
+    assert second.taken_from == "first-0"
+    record = Record()
+    third = lease("third-0")
+    worker = StackWorker(
+        "it",
+        run_step=record.runner("third-0", 0.1),
+        lease=third,
+        log=record.log,
+        host_gone=lambda host: pod_gone(api, kube_namespace, host),
+    )
+    worker.run_once(["change"], time.time() - 10.0, stop)
+    assert third.taken_from == "second-0"
+    # Both locks may be left (the first holder's, never cleared): both hosts are named, each because its pod is gone.
+    recover = [arguments for action, arguments in record.calls if action == "recover"]
+    assert recover == [("--gone-host", "first-0", "--gone-host", "second-0")], record.calls
+    fourth = lease("fourth-0")  # the stack healed: the next holder inherits no dead holder
+    fourth.acquire(stop)
+    assert fourth.dead_holders == () and fourth.taken_from is None
+
+
 def test_an_up_that_started_between_two_waiting_changes_does_not_cover_the_later_one(
     kube: ControlPlane, kube_namespace: str
 ) -> None:

@@ -28,7 +28,13 @@ import urllib3
 from kubernetes.client import ApiClient, CoordinationV1Api, V1Lease, V1LeaseSpec, V1ObjectMeta
 from kubernetes.client.exceptions import ApiException
 
-from ssh_gateway.core.names import LAST_UP_ANNOTATION, MANAGED_BY, MANAGED_BY_LABEL, STACK_LABEL
+from ssh_gateway.core.names import (
+    DEAD_HOLDERS_ANNOTATION,
+    LAST_UP_ANNOTATION,
+    MANAGED_BY,
+    MANAGED_BY_LABEL,
+    STACK_LABEL,
+)
 from ssh_gateway.kube import LEASE_REQUEST_TIMEOUT
 
 __all__ = ["LastUp", "LeaseLost", "StackLease"]
@@ -134,6 +140,13 @@ class StackLease:
             return False
         self.taken_from = spec.holder_identity if held_by_other else None
         # Free (released), ours, or expired: its holder stopped renewing (gone, or cut off from the API server).
+        if self.taken_from is not None:
+            # Named on the lease in the same guarded write: if this replica dies in turn before its `up` heals
+            # the stack, the next holder still knows whose lock may be left.
+            meta = current.metadata or V1ObjectMeta()
+            dead = sorted({*_dead_holders(meta), self.taken_from})
+            meta.annotations = {**(meta.annotations or {}), DEAD_HOLDERS_ANNOTATION: json.dumps(dead)}
+            current.metadata = meta
         if spec.holder_identity != self.identity:
             spec.lease_transitions = (spec.lease_transitions or 0) + 1
         spec.holder_identity = self.identity
@@ -225,6 +238,8 @@ class StackLease:
         if last is not None:
             meta = lease.metadata or V1ObjectMeta()
             meta.annotations = {**(meta.annotations or {}), LAST_UP_ANNOTATION: _last_up_text(last)}
+            if last.code == 0:  # the stack is healed: no dead holder's lock is left
+                meta.annotations.pop(DEAD_HOLDERS_ANNOTATION, None)
             lease.metadata = meta
         spec.holder_identity = None
         spec.renew_time = _now()
@@ -244,6 +259,13 @@ class StackLease:
         except (ValueError, TypeError):
             return None
 
+    @property
+    def dead_holders(self) -> tuple[str, ...]:
+        """The holders this lease was taken over from since the last `up` that succeeded, as this replica holds it:
+        the one `taken_from` names, and any before it whose taker died too before its `up` healed the stack."""
+        meta = self._lease.metadata if self._lease else None
+        return _dead_holders(meta) if meta else ()
+
     def _held(self) -> tuple[V1Lease, V1LeaseSpec]:
         spec = self._lease.spec if self._lease else None
         if self._lease is None or spec is None or spec.holder_identity != self.identity:
@@ -253,6 +275,14 @@ class StackLease:
 
 def _last_up_text(last: LastUp) -> str:
     return json.dumps({"started": round(last.started, 3), "code": last.code, "holder": last.holder})
+
+
+def _dead_holders(meta: V1ObjectMeta) -> tuple[str, ...]:
+    try:
+        found = json.loads((meta.annotations or {}).get(DEAD_HOLDERS_ANNOTATION) or "[]")
+    except ValueError:
+        return ()
+    return tuple(str(h) for h in found) if isinstance(found, list) else ()
 
 
 def _now() -> datetime:

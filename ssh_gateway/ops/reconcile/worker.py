@@ -191,12 +191,15 @@ class StackWorker:
     def _held_pass(self, reasons: list[str], lease: StackLease | None) -> int:
         """`recover` when needed and the `up`, the lease (if any) renewed meanwhile and released after."""
         gone: list[str] = []
-        if lease is not None and lease.taken_from is not None:
-            # Its holder stopped renewing mid-`up`: what it left needs recover, which may remove its stack lock
-            # only if its pod is gone (a lock of another host is otherwise refused: it may still run).
+        if lease is not None and lease.dead_holders:
+            # Holders stopped renewing mid-`up` (the one taken over from, and any whose taker died in turn before
+            # its `up` healed the stack): what they left needs recover, which may remove a stack lock only of a
+            # host whose pod is gone (a lock of another host is otherwise refused: it may still run).
             self._needs_heal = True
-            gone = [lease.taken_from] if self._host_gone(lease.taken_from) else []
-            self._log(LogEvent.LEASE_TAKEN_OVER, stack=self.stack, holder=lease.taken_from, holder_gone=bool(gone))
+            gone = [holder for holder in lease.dead_holders if self._host_gone(holder)]
+        if lease is not None and lease.taken_from is not None:
+            gone_now = lease.taken_from in gone
+            self._log(LogEvent.LEASE_TAKEN_OVER, stack=self.stack, holder=lease.taken_from, holder_gone=gone_now)
         renewing = threading.Event()
         if lease is not None:
             lease.hold(renewing, self._lost)

@@ -182,17 +182,23 @@ class ClusterRig:
         rig.callback(gateway.stop)
         gateway.wait_for_routers(lambda held: len(held) == routers)
 
-    def ssh(self, instance: str) -> str | None:
-        """What the pod's shell answers through the gateway, or None when ssh did not get in. The ssh files are
-        the stack's outputs as a laptop has them after the `up` that made the instance (written again until that
-        `up` has finished: the status shows the endpoint before the outputs are saved)."""
-        config = self.state / "ssh_config"
+    def ssh_files(self, instance: str) -> bool:
+        """Whether the ssh files name the instance: the stack's outputs as a laptop has them after the `up` that
+        made it (read again until that `up` has finished: the status shows the endpoint before the outputs are
+        saved)."""
         if instance not in self.in_ssh_files:
             outputs = parse_stack_outputs(_outputs(self.stack))
             if instance not in outputs.endpoints:
-                return None
+                return False
             write_ssh_files(outputs, self.state, self.keys)
             self.in_ssh_files.update(outputs.endpoints)
+        return True
+
+    def ssh(self, instance: str) -> str | None:
+        """What the pod's shell answers through the gateway, or None when ssh did not get in."""
+        if not self.ssh_files(instance):
+            return None
+        config = self.state / "ssh_config"
         where = "Traefik, the NodePort, kube-proxy"
         answer = ssh_answer(config, instance, f"ssh-{instance}", where, who="root@$(cat /etc/hostname)")
         return answer.text if answer.ok else None

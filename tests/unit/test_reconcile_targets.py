@@ -4,6 +4,8 @@ cannot follow refused with one line (exit 3), before it touches a cluster."""
 from __future__ import annotations
 
 import subprocess
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +16,8 @@ from ssh_gateway.core.names import DiscoverFrom
 from ssh_gateway.ops.cli import COMMANDS
 from ssh_gateway.ops.cli import main as ssh_gateway
 from ssh_gateway.ops.exit_codes import ExitCode
-from ssh_gateway.ops.reconcile.reconciler import TargetError, stack_target, subprocess_steps
+from ssh_gateway.ops.reconcile.reconciler import TargetError, stack_target
+from ssh_gateway.ops.reconcile.step_processes import subprocess_steps
 
 pytestmark = pytest.mark.unit
 
@@ -92,3 +95,36 @@ def test_each_step_runs_the_command_it_names(tmp_path: Path) -> None:
         ["-m", "ssh_gateway.ops", "up", "--stack", "prod-a", "--ambient", "--", "--skip-preview"],
     ]
     assert {"recover", "up"} <= {command.name for command in COMMANDS}
+
+
+def test_at_most_parallel_steps_run_at_once_across_the_stacks(tmp_path: Path) -> None:
+    """Each `up` is a pulumi engine with its program and providers: a reconciler of many shards runs a few at once,
+    the others wait their turn (and all of them run)."""
+    running, most, lock = 0, 0, threading.Lock()
+    release = threading.Event()
+
+    def fake_run(argv: list[str], **_kwargs: Any) -> Any:
+        nonlocal running, most
+        with lock:
+            running += 1
+            most = max(most, running)
+        release.wait(5)
+        with lock:
+            running -= 1
+        return type("Done", (), {"returncode": 0})()
+
+    step = subprocess_steps(ambient=True, skip_preview=False, parallel=2, work_dir=tmp_path)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(subprocess, "run", fake_run)
+        threads = [threading.Thread(target=step, args=("up", f"shard-{n}", [])) for n in range(6)]
+        for thread in threads:
+            thread.start()
+        deadline = time.monotonic() + 5
+        while running < 2 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        time.sleep(0.2)  # the four others have had time to start, had nothing held them
+        assert (running, most) == (2, 2)
+        release.set()
+        for thread in threads:
+            thread.join(5)
+    assert most == 2 and running == 0

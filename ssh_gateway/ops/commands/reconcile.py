@@ -9,6 +9,7 @@ from typing import Final
 from ssh_gateway.core.addresses import ListenAddress, parse_listen_address
 from ssh_gateway.ops.command import Command
 from ssh_gateway.ops.exit_codes import ExitCode
+from ssh_gateway.ops.reconcile.step_processes import PARALLEL_STEPS
 
 __all__ = ["COMMAND"]
 
@@ -33,6 +34,14 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--identity", help="who holds the stacks' leases (default: $POD_NAME, else host and pid)")
     parser.add_argument(
+        "--parallel",
+        type=_at_least_one,
+        default=PARALLEL_STEPS,
+        metavar="N",
+        help=f"at most N stacks' recover or up at once, the others wait their turn (default: {PARALLEL_STEPS}; each "
+        "takes up to 0.8 GiB: raise it with the memory limit)",
+    )
+    parser.add_argument(
         "--resync", type=float, default=None, metavar="SECONDS", help="a pass at least this often (default: 600)"
     )
     parser.add_argument(
@@ -41,6 +50,16 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         metavar="HOST:PORT",
         help="serve /metrics (Prometheus), /healthz and /readyz there, e.g. 0.0.0.0:9090 (default: off)",
     )
+
+
+def _at_least_one(text: str) -> int:
+    try:
+        number = int(text)
+    except ValueError:
+        number = 0
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number of at least 1")
+    return number
 
 
 def _listen_address(text: str) -> ListenAddress:
@@ -58,6 +77,7 @@ def _run(args: argparse.Namespace) -> int:
         once=bool(args.once),
         ambient=bool(args.ambient),
         skip_preview=bool(args.skip_preview),
+        parallel=int(args.parallel),
         identity=args.identity,
         resync=float(args.resync) if args.resync else None,
         metrics_address=args.metrics_address,
@@ -69,9 +89,10 @@ COMMAND: Final = Command(
     summary="keep stacks in step with the cluster: watch the selected objects, run up on a change",
     description="Watches each stack's selected pods or Services (its ssh-gateway:discovery section) and runs the "
     "stack's `ssh-gateway up` when one that matters is added, deleted or changed: one up per stack at a time, "
-    "changes during an up batched into the next, stacks (shards) in parallel, a resync every 10 minutes and a pass "
-    "when a grace period ends. A Kubernetes Lease per stack lets two replicas take turns. Before its first up, and "
-    "after one that failed, it runs `ssh-gateway recover`. One JSON line per event on stderr (docs/reconciler.md).",
+    "changes during an up batched into the next, stacks (shards) in parallel (--parallel at once), a resync every "
+    "10 minutes and a pass when a grace period ends. A Kubernetes Lease per stack lets two replicas take turns. "
+    "Before its first up, and after one that failed, it runs `ssh-gateway recover`. One JSON line per event on "
+    "stderr (docs/reconciler.md).",
     examples=(
         "ssh-gateway reconcile --stack dev",
         "ssh-gateway reconcile --ambient --skip-preview --metrics-address :9090 --stack prod-a   # in the Deployment",

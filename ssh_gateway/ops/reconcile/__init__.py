@@ -13,6 +13,7 @@ when it cannot, so a reconciler that misses an event, or runs while the API serv
   objects), the next grace expiry;
 - `metrics`, `health`, `signals`, `endpoint`: the Prometheus series, the health rule, what the watch and the worker
   report to both, and the HTTP endpoint (`--metrics-address`) that serves them;
+- `step_processes`: each `recover` and `up` as the project's own command, a bounded number at once;
 - `reconciler`: the stacks' parts put together; `serve`: what `ssh-gateway reconcile` (ops/commands/reconcile.py)
   runs: the targets read, the reconciler run until stopped.
 

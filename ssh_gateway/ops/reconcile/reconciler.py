@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import os
 import socket
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -20,7 +18,7 @@ from kubernetes.client import ApiClient, CoreV1Api
 from kubernetes.client.exceptions import ApiException
 
 from ssh_gateway.core.addresses import ListenAddress, check_dns_name
-from ssh_gateway.core.log_events import JSON_LOG_ENV, Log, LogEvent
+from ssh_gateway.core.log_events import Log, LogEvent
 from ssh_gateway.core.names import DiscoverFrom, reconcile_lease_name, stack_label, status_config_map_name
 from ssh_gateway.core.settings import SettingsError, read_stack_file
 from ssh_gateway.kube import api_client
@@ -36,9 +34,9 @@ from .lease import StackLease
 from .metrics import ReconcilerMetrics
 from .signals import StackSignals
 from .watch import StackWatch
-from .worker import Action, RunStep, StackWorker
+from .worker import RunStep, StackWorker
 
-__all__ = ["TargetError", "reconcile", "stack_target", "subprocess_steps"]
+__all__ = ["TargetError", "reconcile", "stack_target"]
 
 
 _NOT_FOUND: Final = 404
@@ -97,21 +95,6 @@ def stack_target(stack: str, work_dir: Path = REPO) -> StackTarget:
         kubeconfig=settings.kubernetes.kubeconfig,
         context=settings.kubernetes.context,
     )
-
-
-def subprocess_steps(*, ambient: bool, skip_preview: bool, work_dir: Path = REPO) -> RunStep:
-    """Each step as the project's own command, `python -m ssh_gateway.ops <action> --stack S` (its commands import
-    their tool only when they run), in this process's group (a container killed kills it too: the next start heals
-    what it left). Its phases join this log."""
-    env = {**os.environ, JSON_LOG_ENV: "1"}
-
-    def run(action: Action, stack: str, arguments: Sequence[str]) -> int:
-        argv = [sys.executable, "-m", "ssh_gateway.ops", action, "--stack", stack, *arguments]
-        argv += ["--ambient"] if ambient else []
-        argv += ["--", "--skip-preview"] if skip_preview and action == "up" else []
-        return subprocess.run(argv, cwd=work_dir, env=env, check=False).returncode  # noqa: S603 - our own argv
-
-    return run
 
 
 def default_identity() -> str:

@@ -14,7 +14,8 @@ from ssh_gateway.kube import KubeError
 from ssh_gateway.ops.exit_codes import ExitCode
 
 from .endpoint import EndpointError
-from .reconciler import TargetError, reconcile, stack_target, subprocess_steps
+from .reconciler import TargetError, reconcile, stack_target
+from .step_processes import PARALLEL_STEPS, subprocess_steps
 
 __all__ = ["serve"]
 
@@ -25,6 +26,7 @@ def serve(
     once: bool = False,
     ambient: bool = False,
     skip_preview: bool = False,
+    parallel: int = PARALLEL_STEPS,
     identity: str | None = None,
     resync: float | None = None,
     metrics_address: ListenAddress | None = None,
@@ -44,7 +46,7 @@ def serve(
     try:
         return reconcile(
             targets,
-            run_step=subprocess_steps(ambient=ambient, skip_preview=skip_preview),
+            run_step=subprocess_steps(ambient=ambient, skip_preview=skip_preview, parallel=parallel),
             log=json_log(),
             stop=stop,
             once=once,

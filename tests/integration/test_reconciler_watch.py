@@ -256,6 +256,18 @@ def test_a_standby_takes_the_lease_once_its_holder_stops_renewing_and_never_whil
     assert third.acquire(stop) is None  # released: taken at once
 
 
+def taking_over(api: ApiClient, namespace: str, lease: StackLease, record: Record) -> StackWorker:
+    """A worker under `lease` whose steps `record` counts, judging a dead holder gone as the reconciler does: its pod
+    is gone from `namespace`."""
+    return StackWorker(
+        "it",
+        run_step=record.runner(lease.identity, 0.1),
+        lease=lease,
+        log=record.log,
+        host_gone=lambda host: pod_gone(api, namespace, host),
+    )
+
+
 def test_a_lease_taken_over_from_a_deleted_pod_clears_its_stack_lock_and_one_from_a_live_pod_does_not(
     kube: ControlPlane, kube_namespace: str
 ) -> None:
@@ -282,14 +294,7 @@ def test_a_lease_taken_over_from_a_deleted_pod_clears_its_stack_lock_and_one_fro
             stack_label="p.it",
             seconds=2,
         )
-        worker = StackWorker(
-            "it",
-            run_step=record.runner("new-0", 0.1),
-            lease=newcomer,
-            log=record.log,
-            host_gone=lambda host: pod_gone(api, kube_namespace, host),
-        )
-        worker.run_once(["change"], time.time() - 10.0, stop)
+        taking_over(api, kube_namespace, newcomer, record).run_once(["change"], time.time() - 10.0, stop)
         assert newcomer.taken_from == old
         # Not covered by the last up recorded: the one its holder died in came after it, and left its lock.
         assert [e for e, _ in record.events if e == "up-covered"] == [], record.events
@@ -315,14 +320,7 @@ def test_a_takeover_whose_taker_dies_before_its_up_names_both_dead_holders_to_re
     assert second.taken_from == "first-0"
     record = Record()
     third = lease("third-0")
-    worker = StackWorker(
-        "it",
-        run_step=record.runner("third-0", 0.1),
-        lease=third,
-        log=record.log,
-        host_gone=lambda host: pod_gone(api, kube_namespace, host),
-    )
-    worker.run_once(["change"], time.time() - 10.0, stop)
+    taking_over(api, kube_namespace, third, record).run_once(["change"], time.time() - 10.0, stop)
     assert third.taken_from == "second-0"
     # Both locks may be left (the first holder's, never cleared): both hosts are named, each because its pod is gone.
     recover = [arguments for action, arguments in record.calls if action == "recover"]
